@@ -1,0 +1,26 @@
+"""boltzlab: train, sample and measure Boltzmann machines.
+
+>>> import boltzlab as bl
+>>> model = bl.RBM(n_visible=7, n_hidden=3, generator=0)
+>>> log_z = bl.exact_log_z(model)
+"""
+
+from boltzlab import errors, operators, rng
+from boltzlab.chains import Chains
+from boltzlab.estimators import LogZEstimate, estimate_log_z, exact_log_z
+from boltzlab.evaluation import log_likelihood
+from boltzlab.models import RBM
+
+__all__ = [
+    "RBM",
+    "Chains",
+    "LogZEstimate",
+    "errors",
+    "estimate_log_z",
+    "exact_log_z",
+    "log_likelihood",
+    "operators",
+    "rng",
+]
+
+__version__ = "0.1.0"

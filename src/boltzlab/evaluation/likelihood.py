@@ -1,0 +1,37 @@
+"""Average log-likelihood of data under a model, given log Z."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from boltzlab.models.base import log_f_marginal
+from boltzlab.validation import as_binary_tensor
+
+__all__ = ["log_likelihood", "log_unnormalized"]
+
+
+def log_unnormalized(model, data: Tensor, *, batch_size: int = 4096) -> Tensor:
+    """``log f(v)`` (hidden units summed out, β = 1) per example; float64, shape ``(n,)``."""
+    data = as_binary_tensor(
+        data, "data", n_units=model.layer_sizes[0], dtype=model.dtype, device=model.device
+    )
+    parts = [
+        log_f_marginal(model.marginal_terms(batch), 1.0) for batch in torch.split(data, batch_size)
+    ]
+    return torch.cat(parts)
+
+
+def log_likelihood(model, data: Tensor, log_z: float, *, batch_size: int = 4096) -> float:
+    """Mean ``log p(v) = log f(v) − log Z`` over the rows of ``data``, in nats per example.
+
+    Parameters
+    ----------
+    model : TemperedModel
+    data : Tensor, shape (n_examples, n_visible), values 0/1
+    log_z : float
+        ``log Z`` of the model (exact, or an estimate's ``log_z``).
+    """
+    if hasattr(log_z, "log_z"):
+        log_z = log_z.log_z  # a LogZEstimate
+    return float(log_unnormalized(model, data, batch_size=batch_size).mean()) - float(log_z)

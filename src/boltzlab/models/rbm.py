@@ -1,0 +1,405 @@
+"""Binary restricted Boltzmann machine on its tempered family.
+
+Energy ``E(v, h) = −vᵀWh − bᵀv − cᵀh`` with ``v ∈ {0,1}^D``, ``h ∈ {0,1}^J``
+(ALGORITHMS.md §1.1). The tempered family (§1.3) runs from a normalised base
+``p1(v, h) = Π_i Bernoulli(v_i; σ(b^A_i)) · 2^{−J}`` at β = 0 to the RBM at β = 1:
+
+    log f_β(v, h) = −βE(v, h) + (1 − β)·log p1(v, h).
+
+At β the tempered model is itself an RBM with parameters ``(βW, βb + (1−β)b^A, βc)``, so
+block Gibbs and flip-the-state work unchanged. With the hidden units summed out
+
+    log f_β(v) = (1 − β)·log p1(v) − (1−β)·J log 2 + β bᵀv + Σ_j softplus(β a_j),  a = c + vᵀW
+
+— note ``softplus(β a)``, not ``β softplus(a)``.
+
+The base is the *base-rate* model of Salakhutdinov & Murray (2008) (``set_base_rate``: the
+smoothed data marginals), or uniform (``b^A = 0``: plain energy scaling).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from boltzlab.chains import Chains
+from boltzlab.errors import ValidationError
+from boltzlab.models.base import MarginalTerms, log_f_marginal
+from boltzlab.rng import resolve_generator, sample_bernoulli
+from boltzlab.validation import as_binary_tensor, check_positive_int, require
+
+__all__ = ["RBM", "all_binary_states"]
+
+
+def all_binary_states(
+    n_units: int,
+    *,
+    start: int = 0,
+    stop: int | None = None,
+    dtype: torch.dtype = torch.float64,
+    device: str | torch.device = "cpu",
+) -> Tensor:
+    """Rows ``start..stop-1`` of the ``2^n_units`` binary states, unit 0 the least significant bit.
+
+    Shape ``(stop − start, n_units)``.
+    """
+    stop = 2**n_units if stop is None else stop
+    codes = torch.arange(start, stop, device=device, dtype=torch.int64)
+    shifts = torch.arange(n_units, device=device, dtype=torch.int64)
+    return ((codes[:, None] >> shifts[None, :]) & 1).to(dtype)
+
+
+class RBM(nn.Module):
+    """A binary-binary RBM; parameters only, so ``torch.optim`` and ``state_dict`` work.
+
+    Parameters
+    ----------
+    n_visible, n_hidden : int, optional
+        Layer sizes, when no ``weights`` are given. Weights are drawn from N(0, ``weight_std``²)
+        with ``generator``; biases start at zero.
+    weights : Tensor, shape (n_visible, n_hidden), optional
+    visible_bias : Tensor, shape (n_visible,), optional
+    hidden_bias : Tensor, shape (n_hidden,), optional
+    dtype : torch.dtype, default float32
+    device : str or torch.device, default "cpu"
+    generator : torch.Generator or int, optional
+        Randomness for the initial weights (a seed is accepted too).
+    weight_std : float, default 0.01
+
+    Attributes
+    ----------
+    weights : Parameter, shape (n_visible, n_hidden)
+    visible_bias : Parameter, shape (n_visible,)
+    hidden_bias : Parameter, shape (n_hidden,)
+    base_logits : buffer, shape (n_visible,)
+        ``b^A``, the log-odds of the base-rate model (zeros: uniform base).
+    base_fitted : bool
+        Whether ``base_logits`` was fitted to data (``set_base_rate``).
+
+    Examples
+    --------
+    >>> import boltzlab as bl
+    >>> model = bl.RBM(n_visible=6, n_hidden=3, generator=0)
+    >>> round(bl.exact_log_z(model), 3) > 0
+    True
+    """
+
+    update_groups: tuple[tuple[int, ...], ...] = ((1,), (0,))
+
+    def __init__(
+        self,
+        n_visible: int | None = None,
+        n_hidden: int | None = None,
+        *,
+        weights: Tensor | None = None,
+        visible_bias: Tensor | None = None,
+        hidden_bias: Tensor | None = None,
+        dtype: torch.dtype = torch.float32,
+        device: str | torch.device = "cpu",
+        generator: torch.Generator | int | None = None,
+        weight_std: float = 0.01,
+    ) -> None:
+        super().__init__()
+        require(
+            dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16),
+            f"dtype must be a floating dtype, got {dtype}",
+        )
+        device = torch.device(device)
+        if weights is not None:
+            weights = torch.as_tensor(weights)
+            require(
+                weights.dim() == 2,
+                f"weights must have shape (n_visible, n_hidden), got {tuple(weights.shape)}",
+            )
+            if n_visible is not None and n_visible != weights.shape[0]:
+                raise ValidationError(
+                    f"n_visible={n_visible} but weights has {weights.shape[0]} rows"
+                )
+            if n_hidden is not None and n_hidden != weights.shape[1]:
+                raise ValidationError(
+                    f"n_hidden={n_hidden} but weights has {weights.shape[1]} columns"
+                )
+            n_visible, n_hidden = weights.shape
+            weights = weights.to(device=device, dtype=dtype).clone()
+        else:
+            if n_visible is None or n_hidden is None:
+                raise ValidationError("give n_visible and n_hidden, or weights=")
+            n_visible = check_positive_int(n_visible, "n_visible")
+            n_hidden = check_positive_int(n_hidden, "n_hidden")
+            gen = resolve_generator(generator, device)
+            weights = torch.randn(
+                n_visible, n_hidden, generator=gen, device=device, dtype=torch.float64
+            )
+            weights = (weights * weight_std).to(dtype)
+        visible_bias = self._vector(visible_bias, n_visible, "visible_bias", dtype, device)
+        hidden_bias = self._vector(hidden_bias, n_hidden, "hidden_bias", dtype, device)
+        for name, tensor in (
+            ("weights", weights),
+            ("visible_bias", visible_bias),
+            ("hidden_bias", hidden_bias),
+        ):
+            require(bool(torch.isfinite(tensor).all()), f"{name} contains NaN or infinite values")
+        self.weights = nn.Parameter(weights)
+        self.visible_bias = nn.Parameter(visible_bias)
+        self.hidden_bias = nn.Parameter(hidden_bias)
+        self.register_buffer("base_logits", torch.zeros(n_visible, dtype=dtype, device=device))
+        self.base_fitted = False
+        self.metadata: dict[str, Any] = {}
+
+    @staticmethod
+    def _vector(
+        value: Tensor | None, size: int, name: str, dtype: torch.dtype, device: torch.device
+    ) -> Tensor:
+        if value is None:
+            return torch.zeros(size, dtype=dtype, device=device)
+        value = torch.as_tensor(value)
+        require(
+            tuple(value.shape) == (size,),
+            f"{name} must have shape ({size},), got {tuple(value.shape)}",
+        )
+        return value.to(device=device, dtype=dtype).clone()
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def n_visible(self) -> int:
+        return self.weights.shape[0]
+
+    @property
+    def n_hidden(self) -> int:
+        return self.weights.shape[1]
+
+    @property
+    def layer_sizes(self) -> tuple[int, ...]:
+        return (self.n_visible, self.n_hidden)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.weights.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.weights.device
+
+    def extra_repr(self) -> str:
+        base = "base-rate" if self.base_fitted else "uniform"
+        return (
+            f"n_visible={self.n_visible}, n_hidden={self.n_hidden}, dtype={self.dtype}, base={base}"
+        )
+
+    # ------------------------------------------------------------------ base model
+    def set_base_rate(self, data: Tensor, *, smoothing: float = 0.05) -> RBM:
+        """Fit the base-rate base to ``data``'s marginals; returns ``self``.
+
+        ``p̄ = (1 − smoothing)·mean(data) + smoothing/2`` keeps every marginal inside (0, 1);
+        the smoothing changes the variance of estimators, never their target.
+
+        Parameters
+        ----------
+        data : Tensor, shape (n_examples, n_visible), values 0/1
+        smoothing : float in (0, 1], default 0.05
+        """
+        require(0.0 < smoothing <= 1.0, f"smoothing must be in (0, 1], got {smoothing}")
+        data = as_binary_tensor(
+            data, "data", n_units=self.n_visible, dtype=torch.float64, device=self.device
+        )
+        mean = (1.0 - smoothing) * data.mean(0) + 0.5 * smoothing
+        with torch.no_grad():
+            self.base_logits.copy_(torch.logit(mean).to(self.dtype))
+        self.base_fitted = True
+        return self
+
+    def set_uniform_base(self) -> RBM:
+        """Use the uniform base (plain energy scaling); returns ``self``."""
+        with torch.no_grad():
+            self.base_logits.zero_()
+        self.base_fitted = False
+        return self
+
+    def _base_log_norm(self) -> float:
+        """``Σ_i softplus(b^A_i) + J log 2``: the normaliser of ``exp(b^A·v)`` times ``2^J``."""
+        base = self.base_logits.to(torch.float64)
+        return float(F.softplus(base).sum()) + self.n_hidden * math.log(2.0)
+
+    # ------------------------------------------------------------------ densities
+    def energy(self, layers: tuple[Tensor, ...]) -> Tensor:
+        """``E(v, h)`` per chain; float64, shape ``(n,)``."""
+        v, h = (layer.to(torch.float64) for layer in layers[:2])
+        weights = self.weights.detach().to(torch.float64)
+        return -(
+            ((v @ weights) * h).sum(1)
+            + v @ self.visible_bias.detach().to(torch.float64)
+            + h @ self.hidden_bias.detach().to(torch.float64)
+        )
+
+    def log_f(self, layers: tuple[Tensor, ...], beta: Tensor | float) -> Tensor:
+        """Joint tempered log density ``−βE(v,h) + (1−β) log p1(v,h)``; float64, shape ``(n,)``."""
+        v = layers[0].to(torch.float64)
+        beta_t = torch.as_tensor(beta, dtype=torch.float64, device=v.device)
+        log_p1 = v @ self.base_logits.to(torch.float64) - self._base_log_norm()
+        return -beta_t * self.energy(layers) + (1.0 - beta_t) * log_p1
+
+    def marginal_terms(self, layers: tuple[Tensor, ...] | Tensor) -> MarginalTerms:
+        """Summed-out pieces for visible states (``layers`` or just ``v``, shape ``(n, D)``)."""
+        v = layers[0] if isinstance(layers, tuple) else layers
+        with torch.no_grad():
+            preactivation = torch.addmm(self.hidden_bias, v, self.weights)
+            v64 = v.to(torch.float64)
+            base = v64 @ self.base_logits.to(torch.float64) - self._base_log_norm()
+            linear = v64 @ self.visible_bias.to(torch.float64)
+        return MarginalTerms(base=base, linear=linear, preactivation=preactivation)
+
+    def free_energy(self, v: Tensor, beta: Tensor | float = 1.0) -> Tensor:
+        """``−log f_β(v)`` with the hidden units summed out; float64, shape ``(n,)``.
+
+        At β = 1 this is the usual ``−bᵀv − Σ_j softplus(c_j + (vᵀW)_j)``.
+        """
+        return -log_f_marginal(self.marginal_terms(v), beta)
+
+    # ------------------------------------------------------------------ sampling
+    def conditional_logits(self, index: int, layers: tuple[Tensor, ...], beta: Tensor) -> Tensor:
+        """Log-odds of layer ``index`` (0 visible, 1 hidden) given the other, at per-chain β.
+
+        Hidden: ``β·(c + vW)``. Visible: ``β·(b + Wh) + (1 − β)·b^A``. Shape ``(n, size)``.
+        """
+        with torch.no_grad():
+            column = beta[:, None]
+            if index == 1:
+                return torch.addmm(self.hidden_bias, layers[0], self.weights).mul_(column)
+            if index == 0:
+                logits = torch.addmm(
+                    self.visible_bias - self.base_logits, layers[1], self.weights.t()
+                )
+                logits.mul_(column)
+                if self.base_fitted:
+                    logits.add_(self.base_logits)
+                return logits
+        raise ValidationError(f"an RBM has layers 0 and 1, got index {index}")
+
+    def init_chains(
+        self, n_chains: int, *, generator: torch.Generator | int | None = None, beta: float = 0.0
+    ) -> Chains:
+        """``n_chains`` exact samples from the base (v from the base-rate model, h uniform).
+
+        ``beta`` only labels the chains; the states are exact at β = 0.
+        """
+        n_chains = check_positive_int(n_chains, "n_chains")
+        generator = resolve_generator(generator, self.device)
+        with torch.no_grad():
+            p_visible = torch.sigmoid(self.base_logits).expand(n_chains, -1)
+            v = sample_bernoulli(p_visible.contiguous(), generator=generator)
+            h = sample_bernoulli(
+                torch.full((n_chains, self.n_hidden), 0.5, dtype=self.dtype, device=self.device),
+                generator=generator,
+            )
+        beta_t = torch.full((n_chains,), float(beta), dtype=self.dtype, device=self.device)
+        return Chains(layers=(v, h), beta=beta_t)
+
+    def chains_from(
+        self, v: Tensor, *, generator: torch.Generator | int | None = None, beta: float = 1.0
+    ) -> Chains:
+        """Chains started at visible states ``v`` (shape ``(n, D)``) with ``h ~ p_β(h | v)``."""
+        v = as_binary_tensor(v, "v", n_units=self.n_visible, dtype=self.dtype, device=self.device)
+        generator = resolve_generator(generator, self.device)
+        beta_t = torch.full((v.shape[0],), float(beta), dtype=self.dtype, device=self.device)
+        probability = torch.sigmoid(self.conditional_logits(1, (v, None), beta_t))  # type: ignore[arg-type]
+        h = sample_bernoulli(probability, generator=generator)
+        return Chains(layers=(v, h), beta=beta_t)
+
+    # ------------------------------------------------------------------ enumeration
+    def enumerate_log_f(
+        self, beta: float = 1.0, *, chunk_states: int | None = None
+    ) -> Iterator[Tensor]:
+        """Yield ``log f_β`` of every state of the smaller layer, other layer summed out.
+
+        Works in float64 in chunks of ``chunk_states`` states (default: about 32 MB of work
+        space), so ``2^24`` states never need more memory than one chunk.
+        """
+        beta = float(beta)
+        weights = self.weights.detach().to(torch.float64)
+        b = self.visible_bias.detach().to(torch.float64)
+        c = self.hidden_bias.detach().to(torch.float64)
+        base = self.base_logits.to(torch.float64)
+        log_norm = self._base_log_norm()
+        enumerate_hidden = self.n_hidden <= self.n_visible
+        n_enum = self.n_hidden if enumerate_hidden else self.n_visible
+        other = self.n_visible if enumerate_hidden else self.n_hidden
+        require(
+            n_enum <= 40, f"exact enumeration needs min(n_visible, n_hidden) <= 40, got {n_enum}"
+        )
+        if chunk_states is None:
+            chunk_states = max(1, min(2**n_enum, (1 << 22) // max(other, 1)))
+        total = 2**n_enum
+        for start in range(0, total, chunk_states):
+            states = all_binary_states(
+                n_enum, start=start, stop=min(start + chunk_states, total), device=self.device
+            )
+            if enumerate_hidden:
+                # Σ_v f_β(v, h) = exp(β c·h) Π_i (1 + exp(β(b + Wh)_i + (1−β) b^A_i)) · e^{−(1−β)·log_norm}
+                logits = torch.addmm(b, states, weights.t()).mul_(beta).add_((1.0 - beta) * base)
+                yield beta * (states @ c) + F.softplus(logits).sum(1) - (1.0 - beta) * log_norm
+            else:
+                pre = torch.addmm(c, states, weights).mul_(beta)
+                yield (
+                    (1.0 - beta) * (states @ base - log_norm)
+                    + beta * (states @ b)
+                    + F.softplus(pre).sum(1)
+                )
+
+    # ------------------------------------------------------------------ construction helpers
+    @classmethod
+    def from_sklearn(
+        cls,
+        estimator: Any,
+        *,
+        dtype: torch.dtype = torch.float32,
+        device: str | torch.device = "cpu",
+    ) -> RBM:
+        """Import a fitted scikit-learn ``BernoulliRBM``.
+
+        scikit-learn stores ``components_`` as (n_hidden, n_visible) and uses the same energy
+        ``−vᵀWh − bᵀv − cᵀh``, so ``W = components_ᵀ``, ``b = intercept_visible_``,
+        ``c = intercept_hidden_``. The model has not seen data: call ``set_base_rate(data)``
+        before AIS for much better estimates.
+        """
+        for attribute in ("components_", "intercept_visible_", "intercept_hidden_"):
+            if not hasattr(estimator, attribute):
+                raise ValidationError(
+                    f"expected a fitted sklearn.neural_network.BernoulliRBM (missing {attribute}); call fit() first"
+                )
+        model = cls(
+            weights=torch.as_tensor(estimator.components_, dtype=torch.float64).t(),
+            visible_bias=torch.as_tensor(estimator.intercept_visible_, dtype=torch.float64),
+            hidden_bias=torch.as_tensor(estimator.intercept_hidden_, dtype=torch.float64),
+            dtype=dtype,
+            device=device,
+        )
+        model.metadata["source"] = "sklearn.neural_network.BernoulliRBM"
+        return model
+
+    def save(self, path: str | Path, *, metadata: dict[str, Any] | None = None) -> Path:
+        """Write the model as safetensors with a JSON metadata header; returns the path."""
+        from boltzlab.io import save_model
+
+        return save_model(self, path, metadata=metadata)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype | None = None,
+    ) -> RBM:
+        """Read a model written by :meth:`save`, validating shapes, dtypes and finiteness."""
+        from boltzlab.io import load_model
+
+        model = load_model(path, device=device, dtype=dtype)
+        if not isinstance(model, cls):
+            raise ValidationError(f"{path} holds a {type(model).__name__}, not an {cls.__name__}")
+        return model

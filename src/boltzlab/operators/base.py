@@ -1,0 +1,191 @@
+"""The transition-operator contract, the shared block sweep, and the operator registry.
+
+An operator moves a batch of chains by one *sweep*: every layer group of the model, in the
+order ``model.update_groups``, at each chain's own β (DESIGN.md, "Operators"). Gibbs,
+flip-the-state and their α-mixture differ only in ``probability_on``, the probability that
+a unit is 1 after its update given its log-odds ``x`` (from the other layers, at β) and its
+current value. Units of one group are conditionally independent given the other groups, and
+each unit's kernel depends only on those and its own value, so updating a whole group at once
+equals applying the single-unit kernels one after another (Brügge et al. 2013, §3).
+
+Adding an operator: one file in this package defining a :class:`LayerwiseOperator` subclass
+decorated with :func:`register`, plus one test calling ``harness.check_operator_exact``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+
+from boltzlab.chains import Chains
+from boltzlab.errors import ValidationError
+from boltzlab.models.base import MarginalTerms, TemperedModel
+from boltzlab.rng import TWO_POW_32, centered_uniform
+
+__all__ = [
+    "LayerwiseOperator",
+    "Operator",
+    "StepInfo",
+    "available",
+    "get",
+    "register",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class StepInfo:
+    """Per-step diagnostics; never carried forward.
+
+    Holds the states before and after the step; the statistics are computed only when read,
+    so a hot loop that ignores them pays nothing.
+    """
+
+    previous: Chains
+    current: Chains
+
+    @property
+    def flip_rate(self) -> Tensor:
+        """Fraction of units that changed value in this sweep, per chain; shape ``(n_chains,)``."""
+        changed = sum(
+            (old != new).sum(1)
+            for old, new in zip(self.previous.layers, self.current.layers, strict=True)
+        )
+        n_units = sum(layer.shape[1] for layer in self.current.layers)
+        return changed.to(torch.float64) / n_units
+
+
+@runtime_checkable
+class Operator(Protocol):
+    """``step(model, chains, *, generator) -> (chains, info)``: one sweep, any β per chain."""
+
+    name: str
+
+    def step(
+        self,
+        model: TemperedModel,
+        chains: Chains,
+        *,
+        generator: torch.Generator,
+        terms: MarginalTerms | None = None,
+    ) -> tuple[Chains, StepInfo]: ...
+
+    def probability_on(self, logits: Tensor, current: Tensor) -> Tensor: ...
+
+
+class LayerwiseOperator(ABC):
+    """An operator defined by its single-unit update probability.
+
+    Subclasses implement :meth:`probability_on`; sampling draws one centred uniform per unit
+    and compares it with ``2^32·(p − 1/2)`` (see :mod:`boltzlab.rng`), so the sampled kernel
+    is exactly the one that the exact transition matrices are built from.
+    """
+
+    name: ClassVar[str] = "layerwise"
+
+    @abstractmethod
+    def probability_on(self, logits: Tensor, current: Tensor) -> Tensor:
+        """``P(unit = 1 after the update)``, elementwise; shape of ``logits``.
+
+        Parameters
+        ----------
+        logits : Tensor, shape (n, units)
+            Log-odds of each unit given the other layers, at the chain's β.
+        current : Tensor, shape (n, units)
+            Current 0/1 values.
+
+        Returns a new tensor (callers may modify it in place).
+        """
+
+    def sample_layer(
+        self, logits: Tensor, current: Tensor, *, generator: torch.Generator
+    ) -> Tensor:
+        """New 0/1 values of one layer, drawn with :meth:`probability_on` (a new tensor)."""
+        threshold = self.probability_on(logits, current).sub_(0.5).mul_(TWO_POW_32)
+        uniform = centered_uniform(
+            tuple(logits.shape), generator=generator, dtype=current.dtype, device=current.device
+        )
+        return uniform.lt_(threshold)
+
+    def step(
+        self,
+        model: TemperedModel,
+        chains: Chains,
+        *,
+        generator: torch.Generator,
+        terms: MarginalTerms | None = None,
+    ) -> tuple[Chains, StepInfo]:
+        """One sweep of every layer group in ``model.update_groups`` order.
+
+        Parameters
+        ----------
+        model : TemperedModel
+        chains : Chains
+            Current states; not modified.
+        generator : torch.Generator
+        terms : MarginalTerms, optional
+            ``model.marginal_terms(chains.layers)`` if the caller already has it: the first
+            group's logits are then ``β·terms.preactivation`` and its matrix product is skipped.
+
+        Returns
+        -------
+        (Chains, StepInfo)
+        """
+        layers = list(chains.layers)
+        for group_index, group in enumerate(model.update_groups):
+            if group_index == 0 and terms is not None:
+                joint = terms.preactivation * chains.beta[:, None]
+                sizes = [model.layer_sizes[i] for i in group]
+                logits = list(torch.split(joint, sizes, dim=1)) if len(group) > 1 else [joint]
+            else:
+                snapshot = tuple(layers)
+                logits = [model.conditional_logits(i, snapshot, chains.beta) for i in group]
+            for index, layer_logits in zip(group, logits, strict=True):
+                layers[index] = self.sample_layer(layer_logits, layers[index], generator=generator)
+        new_chains = Chains(layers=tuple(layers), beta=chains.beta)
+        return new_chains, StepInfo(previous=chains, current=new_chains)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+_REGISTRY: dict[str, Callable[..., Operator]] = {}
+
+
+def register(name: str) -> Callable[[type], type]:
+    """Class decorator: make an operator reachable as ``operators.get(name, **params)``."""
+
+    def decorate(cls: type) -> type:
+        _REGISTRY[name] = cls
+        return cls
+
+    return decorate
+
+
+def available() -> tuple[str, ...]:
+    """Names accepted by :func:`get`."""
+    return tuple(sorted(_REGISTRY))
+
+
+def get(name: str | Operator, **params: Any) -> Operator:
+    """The operator called ``name``, built with ``params`` (an operator passes through).
+
+    >>> from boltzlab import operators
+    >>> operators.get("mixture", alpha=0.5)
+    MixtureOperator(alpha=0.5)
+    """
+    if not isinstance(name, str):
+        if params:
+            raise ValidationError("parameters can only be given with an operator name")
+        return name
+    key = name.lower().replace("_", "-")
+    if key not in _REGISTRY:
+        raise ValidationError(f"unknown operator {name!r}; choose one of {', '.join(available())}")
+    try:
+        return _REGISTRY[key](**params)
+    except TypeError as error:
+        raise ValidationError(f"bad parameters for operator {name!r}: {error}") from None

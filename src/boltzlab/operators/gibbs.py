@@ -1,0 +1,32 @@
+"""Block Gibbs sampling, the reference operator G = G_h G_v (ALGORITHMS.md §2.1).
+
+Each unit is redrawn from its conditional: ``P(new = 1) = σ(x)`` whatever its current value.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from boltzlab.operators.base import LayerwiseOperator, register
+
+__all__ = ["GibbsOperator"]
+
+
+@register("gibbs")
+class GibbsOperator(LayerwiseOperator):
+    """Heat-bath (Gibbs) update of every unit, layer group by layer group.
+
+    >>> import boltzlab as bl
+    >>> model = bl.RBM(n_visible=7, n_hidden=3, generator=0)
+    >>> g = bl.rng.make_generator(0)
+    >>> chains = model.init_chains(13, generator=g).with_beta(1.0)
+    >>> chains, info = bl.operators.get("gibbs").step(model, chains, generator=g)
+    >>> chains.visible.shape
+    torch.Size([13, 7])
+    """
+
+    name = "gibbs"
+
+    def probability_on(self, logits: Tensor, current: Tensor) -> Tensor:
+        return torch.sigmoid(logits)

@@ -1,0 +1,43 @@
+"""The per-unit α-mixture ``T_i^α = α·T_i + (1 − α)·G_i`` (Brügge et al. 2013, §3.2).
+
+``P(new = 1) = α·P_T(new = 1) + (1 − α)·σ(x)`` for every unit. Both parts are reversible
+with respect to the unit's conditional, so the mixture is too. It is a mixture *per unit*,
+not a random choice between whole Gibbs and flip sweeps (that is also valid, but a different
+operator). The paper proposes it for the early phase of training, where weights are small
+and Gibbs mixes better.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from boltzlab.operators.base import LayerwiseOperator, register
+from boltzlab.operators.flip import FlipOperator
+from boltzlab.validation import check_probability
+
+__all__ = ["MixtureOperator"]
+
+
+@register("mixture")
+class MixtureOperator(LayerwiseOperator):
+    """α-mixture of flip-the-state (weight ``alpha``) and Gibbs (weight ``1 − alpha``).
+
+    Parameters
+    ----------
+    alpha : float in [0, 1], default 0.5
+        0 gives Gibbs, 1 gives flip-the-state.
+    """
+
+    name = "mixture"
+
+    def __init__(self, alpha: float = 0.5) -> None:
+        self.alpha = check_probability(alpha, "alpha")
+        self._flip = FlipOperator()
+
+    def probability_on(self, logits: Tensor, current: Tensor) -> Tensor:
+        probability = self._flip.probability_on(logits, current).mul_(self.alpha)
+        return probability.add_(torch.sigmoid(logits), alpha=1.0 - self.alpha)
+
+    def __repr__(self) -> str:
+        return f"MixtureOperator(alpha={self.alpha})"

@@ -1,0 +1,82 @@
+"""Argument checks for the public doors: they name the argument, what came, what was expected.
+
+Inner kernels trust their inputs; these run once per public call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from boltzlab.errors import ValidationError
+
+__all__ = ["as_binary_tensor", "check_positive_int", "check_probability", "require"]
+
+
+def require(condition: bool, message: str) -> None:
+    """Raise :class:`ValidationError` with ``message`` unless ``condition`` holds."""
+    if not condition:
+        raise ValidationError(message)
+
+
+def check_positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValidationError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def check_probability(value: Any, name: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValidationError(f"{name} must be a number in [0, 1], got {value!r}") from None
+    if not 0.0 <= number <= 1.0:
+        raise ValidationError(f"{name} must be in [0, 1], got {number}")
+    return number
+
+
+def as_binary_tensor(
+    data: Any,
+    name: str,
+    *,
+    n_units: int | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+) -> Tensor:
+    """``data`` as a 2-D 0/1 tensor of ``dtype`` on ``device`` (a copy; the input is untouched).
+
+    Accepts tensors, NumPy arrays and nested sequences of shape ``(n_examples, n_units)``.
+    Refuses other ranks, a wrong number of units, NaN/inf, and values other than 0 and 1.
+    """
+    if isinstance(data, Tensor):
+        tensor = data.detach()
+    else:
+        try:
+            tensor = torch.as_tensor(np.asarray(data))
+        except (TypeError, ValueError) as error:
+            raise ValidationError(f"{name} could not be read as an array: {error}") from None
+    if tensor.dim() != 2:
+        raise ValidationError(
+            f"{name} must have shape (n_examples, n_units), got shape {tuple(tensor.shape)}; "
+            "flatten images first, e.g. x.reshape(len(x), -1)"
+        )
+    if n_units is not None and tensor.shape[1] != n_units:
+        raise ValidationError(
+            f"{name} has {tensor.shape[1]} units per example, the model expects {n_units}"
+        )
+    if tensor.shape[0] == 0:
+        raise ValidationError(f"{name} is empty (0 examples)")
+    if tensor.dtype == torch.bool:
+        tensor = tensor.to(torch.uint8)
+    if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+        raise ValidationError(f"{name} contains NaN or infinite values")
+    if not bool(((tensor == 0) | (tensor == 1)).all()):
+        bad = tensor[(tensor != 0) & (tensor != 1)]
+        raise ValidationError(
+            f"{name} must be binary (0/1); found {bad.numel()} other values, e.g. {bad.flatten()[0].item()!r}. "
+            "Binarise it first, e.g. (x > 0.5) or boltzlab.data.binarize"
+        )
+    return tensor.to(device=device, dtype=dtype).clone()

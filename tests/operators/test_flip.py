@@ -1,0 +1,60 @@
+"""Flip-the-state: invariance, per-unit detailed balance, ergodicity with and only with the tie rule."""
+
+import torch
+
+import boltzlab as bl
+from boltzlab.estimators import joint_log_probabilities
+from boltzlab.evaluation import is_primitive, transition_matrix, unit_transition_matrix
+from harness import check_operator_exact, random_rbm, tiny_rbms
+
+
+def test_flip_exact():
+    check_operator_exact(bl.operators.get("flip"))
+
+
+def test_single_unit_flip_detailed_balance():
+    operator = bl.operators.get("flip")
+    for model in tiny_rbms():
+        for beta in (1.0, 0.3, 0.0):
+            p = joint_log_probabilities(model, beta).exp()
+            for layer, size in enumerate(model.layer_sizes):
+                for unit in range(size):
+                    flow = p[:, None] * unit_transition_matrix(
+                        model, operator, layer, unit, beta=beta
+                    )
+                    assert torch.allclose(flow, flow.T, atol=1e-14)
+
+
+def test_probability_on_matches_paper_activation():
+    # P(new=1) = min(e^x, 1) from 0, max(1 - e^{-x}, 0) from 1, 1/2 at a tie.
+    x = torch.tensor([-3.0, -0.5, 0.0, 0.5, 3.0], dtype=torch.float64)
+    operator = bl.operators.get("flip")
+    from_off = operator.probability_on(x, torch.zeros_like(x))
+    from_on = operator.probability_on(x, torch.ones_like(x))
+    assert torch.allclose(
+        from_off, torch.tensor([torch.e**-3, torch.e**-0.5, 0.5, 1.0, 1.0], dtype=torch.float64)
+    )
+    assert torch.allclose(
+        from_on,
+        torch.tensor([0.0, 0.0, 0.5, 1 - torch.e**-0.5, 1 - torch.e**-3], dtype=torch.float64),
+    )
+
+
+def test_periodic_flip_chain_is_irreducible_and_aperiodic():
+    # Zero biases and c = 1: ties occur; with the tie rule some power of T is strictly positive.
+    for seed, (n_visible, n_hidden) in enumerate([(2, 2), (3, 2), (2, 3)]):
+        model = random_rbm(n_visible, n_hidden, scale=1.0, seed=seed, zero_biases=True)
+        assert is_primitive(transition_matrix(model, bl.operators.get("flip")))
+
+
+def test_flip_without_tie_rule_is_not_ergodic_on_zero_weights():
+    # All logits are exactly 0: the plain Metropolized flip flips every unit every sweep, so
+    # from any state it alternates between two states and never reaches the others.
+    model = bl.RBM(weights=torch.zeros(3, 2, dtype=torch.float64), dtype=torch.float64)
+    broken = transition_matrix(model, bl.operators.get("flip", tie_rule=False))
+    assert not is_primitive(broken)
+    assert bl.evaluation.slem(broken) > 1 - 1e-12
+    p = joint_log_probabilities(model).exp()
+    assert torch.allclose(p @ broken, p)  # still invariant: the failure is ergodicity alone
+    fixed = transition_matrix(model, bl.operators.get("flip"))
+    assert is_primitive(fixed)

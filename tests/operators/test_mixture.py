@@ -1,0 +1,41 @@
+"""The per-unit α-mixture of flip and Gibbs."""
+
+import torch
+
+import boltzlab as bl
+from boltzlab.errors import ValidationError
+from harness import check_operator_exact
+
+
+def test_mixture_exact():
+    check_operator_exact(bl.operators.get("mixture", alpha=0.5))
+
+
+def test_mixture_endpoints_are_gibbs_and_flip():
+    x = torch.linspace(-4, 4, 9, dtype=torch.float64)
+    for current in (torch.zeros_like(x), torch.ones_like(x)):
+        gibbs = bl.operators.get("gibbs").probability_on(x, current)
+        flip = bl.operators.get("flip").probability_on(x, current)
+        assert torch.allclose(
+            bl.operators.get("mixture", alpha=0.0).probability_on(x, current), gibbs
+        )
+        assert torch.allclose(
+            bl.operators.get("mixture", alpha=1.0).probability_on(x, current), flip
+        )
+        half = bl.operators.get("mixture", alpha=0.25).probability_on(x, current)
+        assert torch.allclose(half, 0.25 * flip + 0.75 * gibbs)
+
+
+def test_registry_errors_are_clear():
+    try:
+        bl.operators.get("metropolis")
+    except ValidationError as error:
+        assert "gibbs" in str(error) and "flip" in str(error)
+    else:
+        raise AssertionError("unknown operator accepted")
+    try:
+        bl.operators.get("mixture", alpha=2.0)
+    except ValidationError as error:
+        assert "alpha" in str(error)
+    else:
+        raise AssertionError("alpha=2 accepted")
