@@ -40,9 +40,7 @@ def random_rbm(
         hidden_bias = torch.randn(n_hidden, generator=g, dtype=torch.float64)
     model = bl.RBM(weights=weights, visible_bias=visible_bias, hidden_bias=hidden_bias, dtype=dtype)
     if base_rate:
-        data = (
-            torch.rand(40, n_visible, generator=g) < torch.linspace(0.1, 0.9, n_visible)
-        ).float()
+        data = (torch.rand(40, n_visible, generator=g) < torch.linspace(0.1, 0.9, n_visible)).float()
         model.set_base_rate(data)
     return model
 
@@ -61,9 +59,7 @@ def tiny_rbms(dtype: torch.dtype = torch.float64) -> list[bl.RBM]:
 
 
 def chains_for(model: bl.RBM, beta: float, *, seed: int = 0, n_chains: int = N_CHAINS) -> bl.Chains:
-    return model.init_chains(n_chains, generator=torch.Generator().manual_seed(seed)).with_beta(
-        beta
-    )
+    return model.init_chains(n_chains, generator=torch.Generator().manual_seed(seed)).with_beta(beta)
 
 
 def _state_codes(layers: tuple[torch.Tensor, ...]) -> torch.Tensor:
@@ -94,9 +90,7 @@ def check_operator_exact(
         for beta in betas:
             p = joint_log_probabilities(model, beta).exp()
             matrix = transition_matrix(model, operator, beta=beta)
-            assert torch.allclose(matrix.sum(1), torch.ones_like(p), atol=1e-12), (
-                "rows must sum to one"
-            )
+            assert torch.allclose(matrix.sum(1), torch.ones_like(p), atol=1e-12), "rows must sum to one"
             assert float((matrix >= 0).all()) == 1.0
             residual = (p @ matrix - p).abs().max().item()
             assert residual < 1e-10, (
@@ -113,9 +107,7 @@ def check_operator_exact(
             beta=torch.full((n_monte_carlo,), beta, dtype=model.dtype),
         )
         moved, _ = operator.step(model, chains, generator=torch.Generator().manual_seed(11))
-        counts = torch.bincount(_state_codes(moved.layers), minlength=matrix.shape[0]).to(
-            torch.float64
-        )
+        counts = torch.bincount(_state_codes(moved.layers), minlength=matrix.shape[0]).to(torch.float64)
         expected = matrix[start_code] * n_monte_carlo
         stderr = torch.sqrt(expected * (1 - matrix[start_code])).clamp_min(1.0)
         z_scores = (counts - expected) / stderr

@@ -82,9 +82,7 @@ class Chains:
         """The chains picked by ``index`` along axis 0."""
         return Chains(layers=tuple(layer[index] for layer in self.layers), beta=self.beta[index])
 
-    def to(
-        self, device: str | torch.device | None = None, dtype: torch.dtype | None = None
-    ) -> Chains:
+    def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> Chains:
         return Chains(
             layers=tuple(layer.to(device=device, dtype=dtype) for layer in self.layers),
             beta=self.beta.to(device=device, dtype=dtype),

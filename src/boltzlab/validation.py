@@ -64,9 +64,7 @@ def as_binary_tensor(
             "flatten images first, e.g. x.reshape(len(x), -1)"
         )
     if n_units is not None and tensor.shape[1] != n_units:
-        raise ValidationError(
-            f"{name} has {tensor.shape[1]} units per example, the model expects {n_units}"
-        )
+        raise ValidationError(f"{name} has {tensor.shape[1]} units per example, the model expects {n_units}")
     if tensor.shape[0] == 0:
         raise ValidationError(f"{name} is empty (0 examples)")
     if tensor.dtype == torch.bool:

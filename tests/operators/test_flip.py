@@ -19,9 +19,7 @@ def test_single_unit_flip_detailed_balance():
             p = joint_log_probabilities(model, beta).exp()
             for layer, size in enumerate(model.layer_sizes):
                 for unit in range(size):
-                    flow = p[:, None] * unit_transition_matrix(
-                        model, operator, layer, unit, beta=beta
-                    )
+                    flow = p[:, None] * unit_transition_matrix(model, operator, layer, unit, beta=beta)
                     assert torch.allclose(flow, flow.T, atol=1e-14)
 
 

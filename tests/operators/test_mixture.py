@@ -16,12 +16,8 @@ def test_mixture_endpoints_are_gibbs_and_flip():
     for current in (torch.zeros_like(x), torch.ones_like(x)):
         gibbs = bl.operators.get("gibbs").probability_on(x, current)
         flip = bl.operators.get("flip").probability_on(x, current)
-        assert torch.allclose(
-            bl.operators.get("mixture", alpha=0.0).probability_on(x, current), gibbs
-        )
-        assert torch.allclose(
-            bl.operators.get("mixture", alpha=1.0).probability_on(x, current), flip
-        )
+        assert torch.allclose(bl.operators.get("mixture", alpha=0.0).probability_on(x, current), gibbs)
+        assert torch.allclose(bl.operators.get("mixture", alpha=1.0).probability_on(x, current), flip)
         half = bl.operators.get("mixture", alpha=0.25).probability_on(x, current)
         assert torch.allclose(half, 0.25 * flip + 0.75 * gibbs)
 

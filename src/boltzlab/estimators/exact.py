@@ -37,9 +37,7 @@ def as_float64_model(model: TemperedModel) -> TemperedModel:
     return copy.deepcopy(model).to(torch.float64)  # type: ignore[attr-defined]
 
 
-def exact_log_z(
-    model: TemperedModel, beta: float = 1.0, *, chunk_states: int | None = None
-) -> float:
+def exact_log_z(model: TemperedModel, beta: float = 1.0, *, chunk_states: int | None = None) -> float:
     """``log Z(β)`` of the tempered family by enumeration, in nats.
 
     Parameters
@@ -58,13 +56,9 @@ def exact_log_z(
 
 
 @register_estimator("exact")
-def estimate_exact(
-    model: TemperedModel, *, chunk_states: int | None = None, **_: object
-) -> LogZEstimate:
+def estimate_exact(model: TemperedModel, *, chunk_states: int | None = None, **_: object) -> LogZEstimate:
     """:func:`exact_log_z` as a :class:`LogZEstimate` (standard error 0)."""
-    return LogZEstimate(
-        log_z=exact_log_z(model, chunk_states=chunk_states), stderr=0.0, method="exact"
-    )
+    return LogZEstimate(log_z=exact_log_z(model, chunk_states=chunk_states), stderr=0.0, method="exact")
 
 
 def joint_states(

@@ -16,9 +16,7 @@ def log_unnormalized(model, data: Tensor, *, batch_size: int = 4096) -> Tensor:
     data = as_binary_tensor(
         data, "data", n_units=model.layer_sizes[0], dtype=model.dtype, device=model.device
     )
-    parts = [
-        log_f_marginal(model.marginal_terms(batch), 1.0) for batch in torch.split(data, batch_size)
-    ]
+    parts = [log_f_marginal(model.marginal_terms(batch), 1.0) for batch in torch.split(data, batch_size)]
     return torch.cat(parts)
 
 

@@ -66,17 +66,13 @@ def _units_transition_matrix(
         probability_columns.append(cache[layer][:, unit])
     probability_on = torch.stack(probability_columns, 1).cpu()  # (n_states, n_units_updated)
 
-    bit_positions = torch.tensor(
-        [offsets[layer] + unit for layer, unit in units], dtype=torch.int64
-    )
+    bit_positions = torch.tensor([offsets[layer] + unit for layer, unit in units], dtype=torch.int64)
     codes = torch.arange(n_states, dtype=torch.int64)
     mask = int(sum(1 << int(position) for position in bit_positions))
     matrix = torch.zeros(n_states, n_states, dtype=torch.float64)
     n_updated = len(units)
     for pattern in range(2**n_updated):
-        pattern_bits = torch.tensor(
-            [(pattern >> i) & 1 for i in range(n_updated)], dtype=torch.float64
-        )
+        pattern_bits = torch.tensor([(pattern >> i) & 1 for i in range(n_updated)], dtype=torch.float64)
         probability = torch.where(pattern_bits.bool(), probability_on, 1.0 - probability_on).prod(1)
         target_bits = sum(
             int(bit) << int(pos)
@@ -102,9 +98,7 @@ def group_transition_matrix(
     return _units_transition_matrix(model, operator, units, beta)
 
 
-def transition_matrix(
-    model: TemperedModel, operator: LayerwiseOperator, *, beta: float = 1.0
-) -> Tensor:
+def transition_matrix(model: TemperedModel, operator: LayerwiseOperator, *, beta: float = 1.0) -> Tensor:
     """One full sweep ``T = T_{group 1} T_{group 2} ⋯`` in ``model.update_groups`` order.
 
     For an RBM this is ``T_h T_v``: hidden first, then visible. Float64, ``(2^N, 2^N)``.

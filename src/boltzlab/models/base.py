@@ -80,9 +80,7 @@ def log_f_marginal(terms: MarginalTerms, beta: Tensor | float) -> Tensor:
     return (1.0 - beta_t) * terms.base + beta_t * terms.linear + summed
 
 
-def log_f_marginal_all(
-    terms: MarginalTerms, betas: Tensor, *, dtype: torch.dtype = torch.float64
-) -> Tensor:
+def log_f_marginal_all(terms: MarginalTerms, betas: Tensor, *, dtype: torch.dtype = torch.float64) -> Tensor:
     """``log f_{β_k}(x_i)`` for every state and every level; shape ``(n, K)``, float64.
 
     The softplus over ``n·K·n_summed`` values is evaluated in ``dtype`` (float32 halves the
@@ -92,11 +90,7 @@ def log_f_marginal_all(
     pre = terms.preactivation.to(dtype)
     scaled = pre[:, None, :] * betas.to(dtype)[None, :, None]
     summed = F.softplus(scaled).sum(2, dtype=torch.float64)
-    return (
-        (1.0 - betas)[None, :] * terms.base[:, None]
-        + betas[None, :] * terms.linear[:, None]
-        + summed
-    )
+    return (1.0 - betas)[None, :] * terms.base[:, None] + betas[None, :] * terms.linear[:, None] + summed
 
 
 def path_derivative(terms: MarginalTerms, beta: Tensor | float) -> Tensor:

@@ -118,13 +118,9 @@ class RBM(nn.Module):
                 f"weights must have shape (n_visible, n_hidden), got {tuple(weights.shape)}",
             )
             if n_visible is not None and n_visible != weights.shape[0]:
-                raise ValidationError(
-                    f"n_visible={n_visible} but weights has {weights.shape[0]} rows"
-                )
+                raise ValidationError(f"n_visible={n_visible} but weights has {weights.shape[0]} rows")
             if n_hidden is not None and n_hidden != weights.shape[1]:
-                raise ValidationError(
-                    f"n_hidden={n_hidden} but weights has {weights.shape[1]} columns"
-                )
+                raise ValidationError(f"n_hidden={n_hidden} but weights has {weights.shape[1]} columns")
             n_visible, n_hidden = weights.shape
             weights = weights.to(device=device, dtype=dtype).clone()
         else:
@@ -133,9 +129,7 @@ class RBM(nn.Module):
             n_visible = check_positive_int(n_visible, "n_visible")
             n_hidden = check_positive_int(n_hidden, "n_hidden")
             gen = resolve_generator(generator, device)
-            weights = torch.randn(
-                n_visible, n_hidden, generator=gen, device=device, dtype=torch.float64
-            )
+            weights = torch.randn(n_visible, n_hidden, generator=gen, device=device, dtype=torch.float64)
             weights = (weights * weight_std).to(dtype)
         visible_bias = self._vector(visible_bias, n_visible, "visible_bias", dtype, device)
         hidden_bias = self._vector(hidden_bias, n_hidden, "hidden_bias", dtype, device)
@@ -188,9 +182,7 @@ class RBM(nn.Module):
 
     def extra_repr(self) -> str:
         base = "base-rate" if self.base_fitted else "uniform"
-        return (
-            f"n_visible={self.n_visible}, n_hidden={self.n_hidden}, dtype={self.dtype}, base={base}"
-        )
+        return f"n_visible={self.n_visible}, n_hidden={self.n_hidden}, dtype={self.dtype}, base={base}"
 
     # ------------------------------------------------------------------ base model
     def set_base_rate(self, data: Tensor, *, smoothing: float = 0.05) -> RBM:
@@ -205,9 +197,7 @@ class RBM(nn.Module):
         smoothing : float in (0, 1], default 0.05
         """
         require(0.0 < smoothing <= 1.0, f"smoothing must be in (0, 1], got {smoothing}")
-        data = as_binary_tensor(
-            data, "data", n_units=self.n_visible, dtype=torch.float64, device=self.device
-        )
+        data = as_binary_tensor(data, "data", n_units=self.n_visible, dtype=torch.float64, device=self.device)
         mean = (1.0 - smoothing) * data.mean(0) + 0.5 * smoothing
         with torch.no_grad():
             self.base_logits.copy_(torch.logit(mean).to(self.dtype))
@@ -272,9 +262,7 @@ class RBM(nn.Module):
             if index == 1:
                 return torch.addmm(self.hidden_bias, layers[0], self.weights).mul_(column)
             if index == 0:
-                logits = torch.addmm(
-                    self.visible_bias - self.base_logits, layers[1], self.weights.t()
-                )
+                logits = torch.addmm(self.visible_bias - self.base_logits, layers[1], self.weights.t())
                 logits.mul_(column)
                 if self.base_fitted:
                     logits.add_(self.base_logits)
@@ -312,9 +300,7 @@ class RBM(nn.Module):
         return Chains(layers=(v, h), beta=beta_t)
 
     # ------------------------------------------------------------------ enumeration
-    def enumerate_log_f(
-        self, beta: float = 1.0, *, chunk_states: int | None = None
-    ) -> Iterator[Tensor]:
+    def enumerate_log_f(self, beta: float = 1.0, *, chunk_states: int | None = None) -> Iterator[Tensor]:
         """Yield ``log f_β`` of every state of the smaller layer, other layer summed out.
 
         Works in float64 in chunks of ``chunk_states`` states (default: about 32 MB of work
@@ -329,9 +315,7 @@ class RBM(nn.Module):
         enumerate_hidden = self.n_hidden <= self.n_visible
         n_enum = self.n_hidden if enumerate_hidden else self.n_visible
         other = self.n_visible if enumerate_hidden else self.n_hidden
-        require(
-            n_enum <= 40, f"exact enumeration needs min(n_visible, n_hidden) <= 40, got {n_enum}"
-        )
+        require(n_enum <= 40, f"exact enumeration needs min(n_visible, n_hidden) <= 40, got {n_enum}")
         if chunk_states is None:
             chunk_states = max(1, min(2**n_enum, (1 << 22) // max(other, 1)))
         total = 2**n_enum
@@ -346,9 +330,7 @@ class RBM(nn.Module):
             else:
                 pre = torch.addmm(c, states, weights).mul_(beta)
                 yield (
-                    (1.0 - beta) * (states @ base - log_norm)
-                    + beta * (states @ b)
-                    + F.softplus(pre).sum(1)
+                    (1.0 - beta) * (states @ base - log_norm) + beta * (states @ b) + F.softplus(pre).sum(1)
                 )
 
     # ------------------------------------------------------------------ construction helpers

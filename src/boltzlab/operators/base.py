@@ -52,8 +52,7 @@ class StepInfo:
     def flip_rate(self) -> Tensor:
         """Fraction of units that changed value in this sweep, per chain; shape ``(n_chains,)``."""
         changed = sum(
-            (old != new).sum(1)
-            for old, new in zip(self.previous.layers, self.current.layers, strict=True)
+            (old != new).sum(1) for old, new in zip(self.previous.layers, self.current.layers, strict=True)
         )
         n_units = sum(layer.shape[1] for layer in self.current.layers)
         return changed.to(torch.float64) / n_units
@@ -101,9 +100,7 @@ class LayerwiseOperator(ABC):
         Returns a new tensor (callers may modify it in place).
         """
 
-    def sample_layer(
-        self, logits: Tensor, current: Tensor, *, generator: torch.Generator
-    ) -> Tensor:
+    def sample_layer(self, logits: Tensor, current: Tensor, *, generator: torch.Generator) -> Tensor:
         """New 0/1 values of one layer, drawn with :meth:`probability_on` (a new tensor)."""
         threshold = self.probability_on(logits, current).sub_(0.5).mul_(TWO_POW_32)
         uniform = centered_uniform(
