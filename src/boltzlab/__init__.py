@@ -5,22 +5,27 @@
 >>> log_z = bl.exact_log_z(model)
 """
 
-from boltzlab import errors, operators, rng
+from boltzlab import data, errors, evaluation, operators, rng
 from boltzlab.chains import Chains
 from boltzlab.estimators import LogZEstimate, estimate_log_z, exact_log_z
 from boltzlab.evaluation import log_likelihood
 from boltzlab.models import RBM
+from boltzlab.sampling import SampleResult, sample
 
 __all__ = [
     "RBM",
     "Chains",
     "LogZEstimate",
+    "SampleResult",
+    "data",
     "errors",
     "estimate_log_z",
+    "evaluation",
     "exact_log_z",
     "log_likelihood",
     "operators",
     "rng",
+    "sample",
 ]
 
 __version__ = "0.1.0"

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from boltzlab.chains import Chains
+from boltzlab.numerics import softplus
 
 __all__ = [
     "MarginalTerms",
@@ -76,7 +76,7 @@ def log_f_marginal(terms: MarginalTerms, beta: Tensor | float) -> Tensor:
     n = terms.base.shape[0]
     beta_t = _beta_column(beta, n, terms.base)
     pre = terms.preactivation.to(torch.float64)
-    summed = F.softplus(beta_t[:, None] * pre).sum(1)
+    summed = softplus(beta_t[:, None] * pre).sum(1)
     return (1.0 - beta_t) * terms.base + beta_t * terms.linear + summed
 
 
@@ -89,7 +89,7 @@ def log_f_marginal_all(terms: MarginalTerms, betas: Tensor, *, dtype: torch.dtyp
     betas = torch.as_tensor(betas, dtype=torch.float64, device=terms.base.device)
     pre = terms.preactivation.to(dtype)
     scaled = pre[:, None, :] * betas.to(dtype)[None, :, None]
-    summed = F.softplus(scaled).sum(2, dtype=torch.float64)
+    summed = softplus(scaled).sum(2, dtype=torch.float64)
     return (1.0 - betas)[None, :] * terms.base[:, None] + betas[None, :] * terms.linear[:, None] + summed
 
 

@@ -25,7 +25,7 @@ from torch import Tensor
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, TemperedModel
-from boltzlab.rng import TWO_POW_32, centered_uniform
+from boltzlab.rng import fill_centered_uniform_, uniform_buffer, uniform_scale
 
 __all__ = [
     "LayerwiseOperator",
@@ -79,34 +79,51 @@ class Operator(Protocol):
 class LayerwiseOperator(ABC):
     """An operator defined by its single-unit update probability.
 
-    Subclasses implement :meth:`probability_on`; sampling draws one centred uniform per unit
-    and compares it with ``2^32·(p − 1/2)`` (see :mod:`boltzlab.rng`), so the sampled kernel
-    is exactly the one that the exact transition matrices are built from.
+    Subclasses implement :meth:`probability_on_`; sampling draws one centred uniform integer
+    per unit and compares it with ``2^b·(p − 1/2)`` (see :mod:`boltzlab.rng`), so the sampled
+    kernel is exactly the one that the exact transition matrices are built from.
     """
 
     name: ClassVar[str] = "layerwise"
 
     @abstractmethod
-    def probability_on(self, logits: Tensor, current: Tensor) -> Tensor:
-        """``P(unit = 1 after the update)``, elementwise; shape of ``logits``.
+    def probability_on_(self, logits: Tensor, current: Tensor) -> Tensor:
+        """Overwrite ``logits`` with ``P(unit = 1 after the update)`` and return it.
 
         Parameters
         ----------
         logits : Tensor, shape (n, units)
-            Log-odds of each unit given the other layers, at the chain's β.
+            Log-odds of each unit given the other layers, at the chain's β. Overwritten.
         current : Tensor, shape (n, units)
-            Current 0/1 values.
-
-        Returns a new tensor (callers may modify it in place).
+            Current 0/1 values (not modified).
         """
 
+    def probability_on(self, logits: Tensor, current: Tensor) -> Tensor:
+        """``P(unit = 1 after the update)``, elementwise, as a new tensor (inputs untouched)."""
+        return self.probability_on_(logits.clone(), current)
+
+    def threshold_(self, logits: Tensor, current: Tensor, scratch: Tensor) -> Tensor:
+        """Overwrite ``logits`` with ``uniform_scale·(P(new = 1) − 1/2)`` and return it.
+
+        A unit becomes 1 when its centred uniform integer falls below this threshold. Values
+        beyond ``±uniform_scale/2`` saturate, which lets operators skip clamping. ``scratch``
+        is a float buffer of the same shape that the method may overwrite.
+        """
+        return self.probability_on_(logits, current).sub_(0.5).mul_(uniform_scale(current.dtype))
+
+    def sample_layer_(self, logits: Tensor, current: Tensor, *, generator: torch.Generator) -> Tensor:
+        """New 0/1 values of one layer (a new tensor), consuming ``logits`` as work space."""
+        numel = logits.numel()
+        buffer = uniform_buffer(numel, dtype=current.dtype, device=current.device)
+        uniform = buffer[:numel].view(logits.shape)
+        threshold = self.threshold_(logits, current, uniform)
+        fill_centered_uniform_(buffer, generator=generator)
+        new = uniform.lt_(threshold)
+        return new if new.dtype == current.dtype else new.to(current.dtype)
+
     def sample_layer(self, logits: Tensor, current: Tensor, *, generator: torch.Generator) -> Tensor:
-        """New 0/1 values of one layer, drawn with :meth:`probability_on` (a new tensor)."""
-        threshold = self.probability_on(logits, current).sub_(0.5).mul_(TWO_POW_32)
-        uniform = centered_uniform(
-            tuple(logits.shape), generator=generator, dtype=current.dtype, device=current.device
-        )
-        return uniform.lt_(threshold)
+        """New 0/1 values of one layer, drawn with :meth:`probability_on` (inputs untouched)."""
+        return self.sample_layer_(logits.clone(), current, generator=generator)
 
     def step(
         self,
@@ -142,7 +159,7 @@ class LayerwiseOperator(ABC):
                 snapshot = tuple(layers)
                 logits = [model.conditional_logits(i, snapshot, chains.beta) for i in group]
             for index, layer_logits in zip(group, logits, strict=True):
-                layers[index] = self.sample_layer(layer_logits, layers[index], generator=generator)
+                layers[index] = self.sample_layer_(layer_logits, layers[index], generator=generator)
         new_chains = Chains(layers=tuple(layers), beta=chains.beta)
         return new_chains, StepInfo(previous=chains, current=new_chains)
 

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from boltzlab.operators.base import LayerwiseOperator, register
+from boltzlab.rng import uniform_scale
 
 __all__ = ["FlipOperator"]
 
@@ -44,17 +45,31 @@ class FlipOperator(LayerwiseOperator):
     def __init__(self, *, tie_rule: bool = True) -> None:
         self.tie_rule = bool(tie_rule)
 
-    def probability_on(self, logits: Tensor, current: Tensor) -> Tensor:
-        # sign = 1 − 2·current is +1 for a unit that is off, −1 for a unit that is on, so
-        # exp(min(sign·x, 0)) is the probability of flipping away from the current value and
-        # P(new = 1) = current + sign·P(flip). Everything stays in the layer's float dtype:
-        # bool intermediates cost several times more on the CPU.
-        sign = torch.rsub(current, 1.0, alpha=2.0)
-        flip = torch.mul(logits, sign).clamp_max_(0.0).exp_()
-        if self.tie_rule:
-            tie = torch.eq(logits, 0.0, out=torch.empty_like(logits))
+    def probability_on_(self, logits: Tensor, current: Tensor) -> Tensor:
+        # With sign = 1 − 2·current (+1 for a unit that is off, −1 for one that is on),
+        # P(flip away from the current value) = exp(min(sign·x, 0)) and
+        # P(new = 1) = current + sign·P(flip).
+        flip = logits.addcmul_(logits, current, value=-2.0)  # sign·x; zero exactly at ties
+        tie = torch.eq(flip, 0.0, out=torch.empty_like(flip)) if self.tie_rule else None
+        flip.clamp_max_(0.0).exp_()
+        if tie is not None:
             flip.sub_(tie, alpha=0.5)  # P(flip) = 1 at a tie becomes 1/2
-        return torch.addcmul(current, sign, flip)
+        return flip.addcmul_(flip, current, value=-2.0).add_(current)
+
+    def threshold_(self, logits: Tensor, current: Tensor, scratch: Tensor) -> Tensor:
+        # The sampling path of probability_on_, in as few passes as possible (a sweep must
+        # cost at most 5% more than Gibbs): uniform_scale·(P(new=1) − 1/2) equals
+        # uniform_scale·sign·(P(flip) − 1/2). exp(sign·x) is not clamped at 1: the threshold
+        # then lies beyond ±uniform_scale/2, where the comparison saturates exactly as for 1.
+        # Everything stays in place in the layer's float dtype; the tie mask lives in the
+        # buffer that the uniform numbers are drawn into next.
+        flip = logits.addcmul_(logits, current, value=-2.0)  # sign·x
+        if self.tie_rule:
+            tie = torch.eq(flip, 0.0, out=scratch)
+            flip.exp_().sub_(tie, alpha=0.5)  # exp(0) = 1 at a tie becomes 1/2
+        else:
+            flip.exp_()
+        return flip.sub_(0.5).addcmul_(flip, current, value=-2.0).mul_(uniform_scale(current.dtype))
 
     def __repr__(self) -> str:
         return "FlipOperator()" if self.tie_rule else "FlipOperator(tie_rule=False)"

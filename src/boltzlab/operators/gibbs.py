@@ -5,7 +5,6 @@ Each unit is redrawn from its conditional: ``P(new = 1) = σ(x)`` whatever its c
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from boltzlab.operators.base import LayerwiseOperator, register
@@ -28,5 +27,5 @@ class GibbsOperator(LayerwiseOperator):
 
     name = "gibbs"
 
-    def probability_on(self, logits: Tensor, current: Tensor) -> Tensor:
-        return torch.sigmoid(logits)
+    def probability_on_(self, logits: Tensor, current: Tensor) -> Tensor:
+        return logits.sigmoid_()

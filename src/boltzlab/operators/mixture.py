@@ -35,9 +35,11 @@ class MixtureOperator(LayerwiseOperator):
         self.alpha = check_probability(alpha, "alpha")
         self._flip = FlipOperator()
 
-    def probability_on(self, logits: Tensor, current: Tensor) -> Tensor:
-        probability = self._flip.probability_on(logits, current).mul_(self.alpha)
-        return probability.add_(torch.sigmoid(logits), alpha=1.0 - self.alpha)
+    def probability_on_(self, logits: Tensor, current: Tensor) -> Tensor:
+        gibbs = torch.sigmoid(logits)
+        return (
+            self._flip.probability_on_(logits, current).mul_(self.alpha).add_(gibbs, alpha=1.0 - self.alpha)
+        )
 
     def __repr__(self) -> str:
         return f"MixtureOperator(alpha={self.alpha})"
