@@ -18,10 +18,19 @@ SHARED_DATA = Path(
 
 
 @pytest.fixture(autouse=True)
-def _deterministic_threads():
-    # Two threads match CI; fixed so timings and float reductions do not vary between tests.
+def _one_thread():
+    # Most tests use tiny models, where a second OpenMP thread only adds synchronisation and,
+    # on a busy machine, can slow small elementwise ops a hundredfold. Tests that enumerate
+    # large state spaces ask for the `two_threads` fixture instead.
+    torch.set_num_threads(1)
+    yield
+
+
+@pytest.fixture
+def two_threads():
     torch.set_num_threads(2)
     yield
+    torch.set_num_threads(1)
 
 
 @pytest.fixture

@@ -11,12 +11,14 @@ from boltzlab.estimators import LogZEstimate, estimate_log_z, exact_log_z
 from boltzlab.evaluation import log_likelihood
 from boltzlab.models import RBM
 from boltzlab.sampling import SampleResult, sample
+from boltzlab.training import TrainResult, train
 
 __all__ = [
     "RBM",
     "Chains",
     "LogZEstimate",
     "SampleResult",
+    "TrainResult",
     "data",
     "errors",
     "estimate_log_z",
@@ -26,6 +28,7 @@ __all__ = [
     "operators",
     "rng",
     "sample",
+    "train",
 ]
 
 __version__ = "0.1.0"

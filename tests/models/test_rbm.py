@@ -159,7 +159,7 @@ def test_same_seed_same_weights_and_float64_option():
 
 
 @pytest.mark.slow
-def test_exact_log_z_of_a_784_by_20_rbm_takes_seconds():
+def test_exact_log_z_of_a_784_by_20_rbm_takes_seconds(two_threads):
     import time
 
     model = bl.RBM(784, 20, generator=0, weight_std=0.3)
@@ -172,7 +172,7 @@ def test_exact_log_z_of_a_784_by_20_rbm_takes_seconds():
 
 
 @pytest.mark.slow
-def test_exact_log_z_enumerates_2_to_the_24_states_in_bounded_memory():
+def test_exact_log_z_enumerates_2_to_the_24_states_in_bounded_memory(two_threads):
     import resource
 
     model = bl.RBM(24, 26, generator=0, weight_std=0.5)  # enumerates the 24 visible units

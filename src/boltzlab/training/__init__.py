@@ -1,0 +1,82 @@
+"""Training: how parameters move — data term − model term, stepped by ``torch.optim``.
+
+``train(model, data, algorithm="cd" | "pcd", operator="gibbs" | "flip" | "mixture", ...)``
+runs CD-k (Hinton 2002) or PCD-k (Tieleman 2008) with any transition operator. The negative
+phase is a pluggable :class:`NegativePhase`; the data term is the model's
+:class:`Objective`; callbacks track, log, checkpoint and stop.
+"""
+
+from boltzlab.training.callbacks import (
+    Callback,
+    Checkpointer,
+    CSVLogger,
+    EarlyStopping,
+    ExactLikelihoodTracker,
+    ProgressBar,
+    RunView,
+)
+from boltzlab.training.cd import CDState, ContrastiveDivergence
+from boltzlab.training.negative import (
+    NegativePhase,
+    NegativePhaseBase,
+    available_phases,
+    chains_from_tensors,
+    chains_to_tensors,
+    get_phase,
+    register_phase,
+)
+from boltzlab.training.objective import Objective, RBMObjective, SufficientStatistics, objective_for
+from boltzlab.training.optim import (
+    ConstantSchedule,
+    InverseSchedule,
+    LinearSchedule,
+    make_optimizer,
+    make_schedule,
+    make_scheduler,
+)
+from boltzlab.training.pcd import PersistentContrastiveDivergence, PersistentState
+from boltzlab.training.state import (
+    TrainConfig,
+    TrainRecord,
+    TrainResult,
+    TrainState,
+    find_latest_checkpoint,
+)
+from boltzlab.training.trainer import train
+
+__all__ = [
+    "CDState",
+    "CSVLogger",
+    "Callback",
+    "Checkpointer",
+    "ConstantSchedule",
+    "ContrastiveDivergence",
+    "EarlyStopping",
+    "ExactLikelihoodTracker",
+    "InverseSchedule",
+    "LinearSchedule",
+    "NegativePhase",
+    "NegativePhaseBase",
+    "Objective",
+    "PersistentContrastiveDivergence",
+    "PersistentState",
+    "ProgressBar",
+    "RBMObjective",
+    "RunView",
+    "SufficientStatistics",
+    "TrainConfig",
+    "TrainRecord",
+    "TrainResult",
+    "TrainState",
+    "available_phases",
+    "chains_from_tensors",
+    "chains_to_tensors",
+    "find_latest_checkpoint",
+    "get_phase",
+    "make_optimizer",
+    "make_schedule",
+    "make_scheduler",
+    "objective_for",
+    "register_phase",
+    "train",
+]

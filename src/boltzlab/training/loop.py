@@ -1,0 +1,351 @@
+"""The training loop behind :func:`boltzlab.train`: one run's mutable state and its updates.
+
+Per update (ALGORITHMS.md §3.1): the next minibatch of a per-epoch permutation; the data term
+from the model's objective; the negative phase advanced with the current parameters (CD-k,
+Hinton 2002; PCD-k, Tieleman 2008); ``model term − data term`` written into ``.grad``; one
+``optimizer.step()`` and ``scheduler.step()``.
+
+The hot path makes no host–device synchronisation. Parameter finiteness is accumulated on the
+device (one fused flag per update) and read only when a record or a checkpoint is made, which
+is also when a divergence is reported — at the exact update it happened, because parameters
+that became non-finite stay non-finite under further updates. A checkpoint is built only after
+that check, so none ever holds NaN or inf.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from boltzlab.errors import DivergenceError, ValidationError
+from boltzlab.io import Checkpoint, load_checkpoint
+from boltzlab.rng import get_state, set_state
+from boltzlab.training.callbacks import Callback, Checkpointer
+from boltzlab.training.negative import NegativePhase
+from boltzlab.training.objective import Objective
+from boltzlab.training.optim import Schedule, make_optimizer, make_scheduler
+from boltzlab.training.state import (
+    TrainConfig,
+    TrainRecord,
+    TrainResult,
+    TrainState,
+    data_fingerprint,
+    decode_train_state,
+    encode_train_state,
+)
+
+__all__ = ["TrainingLoop"]
+
+_RECORD_METRICS = ("log_z", "train_log_likelihood", "validation_log_likelihood")
+
+
+class TrainingLoop:
+    """One training run: its mutable state, its update step, and the view callbacks get.
+
+    It implements :class:`~boltzlab.training.callbacks.RunView`. Built by
+    :func:`boltzlab.training.train`, which validates every argument first; inside, inputs are
+    trusted.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: nn.Module,
+        data: Tensor,
+        validation_data: Tensor | None,
+        config: TrainConfig,
+        phase: NegativePhase,
+        objective: Objective,
+        schedule: Schedule,
+        generator: torch.Generator,
+        callbacks: list[Callback],
+        checkpointer: Checkpointer | None,
+        run_dir: Path | None,
+    ) -> None:
+        self._model = model
+        self._data = data
+        self._validation_data = validation_data
+        self._config = config
+        self.phase = phase
+        self.objective = objective
+        self.schedule = schedule
+        self.generator = generator
+        self.callbacks = callbacks
+        self.checkpointer = checkpointer
+        self.run_dir = run_dir
+        self.optimizer = make_optimizer(
+            model,
+            learning_rate=config.learning_rate,
+            momentum=config.momentum,
+            weight_decay=config.weight_decay,
+        )
+        self.scheduler = make_scheduler(self.optimizer, schedule)
+        self.parameters = [p for group in self.optimizer.param_groups for p in group["params"]]
+        self._update = 0
+        self.epoch = 0
+        self.position = 0
+        self.permutation: Tensor | None = None
+        self.elapsed_before = 0.0
+        self.started = time.perf_counter()
+        self._history: list[TrainRecord] = []
+        self.phase_state: Any = None
+        self.stop_requested = False
+        self.resumed = False
+        batch_size = config.batch_size
+        self.n_usable = (data.shape[0] // batch_size) * batch_size  # drop the ragged tail
+        self.batch = torch.empty((batch_size, data.shape[1]), dtype=data.dtype, device=data.device)
+        self.monitor = data[:batch_size]
+        # Number of updates, since the last check, after which every parameter was finite.
+        self.finite_count = torch.zeros((), dtype=torch.int64, device=data.device)
+        self.checked_update = 0
+
+    # ------------------------------------------------------------------ RunView
+    @property
+    def model(self) -> nn.Module:
+        return self._model
+
+    @property
+    def data(self) -> Tensor:
+        return self._data
+
+    @property
+    def validation_data(self) -> Tensor | None:
+        return self._validation_data
+
+    @property
+    def config(self) -> TrainConfig:
+        return self._config
+
+    @property
+    def update(self) -> int:
+        return self._update
+
+    @property
+    def n_updates(self) -> int:
+        return self._config.n_updates
+
+    @property
+    def history(self) -> tuple[TrainRecord, ...]:
+        return tuple(self._history)
+
+    def request_stop(self) -> None:
+        self.stop_requested = True
+
+    def checkpoint(self) -> Checkpoint:
+        self.ensure_finite()
+        state = TrainState(
+            update=self._update,
+            epoch=self.epoch,
+            position=self.position,
+            permutation=self.permutation,
+            elapsed=self.elapsed,
+            history=tuple(self._history),
+            phase_state=self.phase_state,
+            generator_state=get_state(self.generator),
+            optimizer_state=self.optimizer.state_dict(),
+            scheduler_state=self.scheduler.state_dict(),
+            model_state=dict(self._model.state_dict()),
+            base_fitted=bool(getattr(self._model, "base_fitted", False)),
+            callback_states=self._callback_states(),
+            data_fingerprint=data_fingerprint(self._data),
+        )
+        return encode_train_state(state, config=self._config, phase=self.phase)
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def elapsed(self) -> float:
+        return self.elapsed_before + (time.perf_counter() - self.started)
+
+    def _callback_keys(self) -> list[str]:
+        seen: dict[str, int] = {}
+        keys = []
+        for callback in self.callbacks:
+            name = type(callback).__name__
+            keys.append(f"{name}:{seen.get(name, 0)}")
+            seen[name] = seen.get(name, 0) + 1
+        return keys
+
+    def _callback_states(self) -> dict[str, Any]:
+        return {
+            key: state
+            for key, callback in zip(self._callback_keys(), self.callbacks, strict=True)
+            if (state := callback.state())
+        }
+
+    def ensure_finite(self) -> None:
+        """Raise :class:`DivergenceError` if a parameter became non-finite since the last check."""
+        n_since = self._update - self.checked_update
+        if n_since == 0:
+            return
+        n_finite = int(self.finite_count)  # the only synchronisation, once per record/checkpoint
+        if n_finite == n_since:
+            self.checked_update = self._update
+            self.finite_count.zero_()
+            return
+        bad_update = self.checked_update + n_finite + 1
+        learning_rate = self._config.learning_rate * self.schedule(bad_update - 1)
+        last = self.checkpointer.last_path if self.checkpointer is not None else None
+        where = (
+            f"the last good checkpoint is {last}"
+            if last is not None
+            else "no checkpoint was written (pass checkpoint_dir to keep one)"
+        )
+        raise DivergenceError(
+            f"weights became non-finite at update {bad_update} (learning rate {learning_rate:g}): "
+            f"lower learning_rate (--learning-rate); {where}",
+            step=bad_update,
+            partial=tuple(self._history),
+        )
+
+    # ------------------------------------------------------------------ start
+    def start_fresh(self) -> None:
+        if self._config.fit_base_rate and hasattr(self._model, "set_base_rate"):
+            self._model.set_base_rate(self._data)
+        with torch.no_grad():
+            self.phase_state = self.phase.init(self._model, self._data, generator=self.generator)
+
+    def restore(self, path: Path) -> None:
+        checkpoint = load_checkpoint(path)
+        saved = checkpoint.metadata.get("config", {})
+        current = self._config.to_dict()
+        different = [
+            f"{name}: checkpoint {saved.get(name)!r}, now {current[name]!r}"
+            for name in TrainConfig.STRUCTURAL
+            if saved.get(name) != current[name]
+        ]
+        if different:
+            raise ValidationError(f"cannot resume from {path}: settings differ ({'; '.join(different)})")
+        state = decode_train_state(checkpoint, phase=self.phase, model=self._model, source=str(path))
+        if state.data_fingerprint != data_fingerprint(self._data):
+            raise ValidationError(
+                f"cannot resume from {path}: the training data differ from the checkpoint's "
+                f"({state.data_fingerprint} vs {data_fingerprint(self._data)})"
+            )
+        try:
+            self._model.load_state_dict(state.model_state)
+        except RuntimeError as error:
+            raise ValidationError(f"cannot resume from {path}: {error}") from None
+        if hasattr(self._model, "base_fitted"):
+            self._model.base_fitted = state.base_fitted
+        self.optimizer.load_state_dict(state.optimizer_state)
+        lambdas = [None] * len(self.scheduler.lr_lambdas)
+        self.scheduler.load_state_dict({**state.scheduler_state, "lr_lambdas": lambdas})
+        if any(saved.get(name) != current[name] for name in TrainConfig.OPTIMISATION):
+            self._apply_hyperparameters(state.update)
+        set_state(self.generator, state.generator_state)
+        self._update = self.checked_update = state.update
+        self.epoch, self.position = state.epoch, state.position
+        self.permutation = None if state.permutation is None else state.permutation.to(self._data.device)
+        self.elapsed_before = state.elapsed
+        self._history = list(state.history)
+        self.phase_state = state.phase_state
+        for key, callback in zip(self._callback_keys(), self.callbacks, strict=True):
+            if key in state.callback_states:
+                callback.load_state(state.callback_states[key])
+        self.resumed = True
+
+    def _apply_hyperparameters(self, update: int) -> None:
+        # The resumed run asks for other optimisation settings (e.g. a lower learning rate
+        # after a divergence): keep the momentum buffers, replace the settings.
+        config = self._config
+        learning_rate = config.learning_rate * self.schedule(update)
+        for group in self.optimizer.param_groups:
+            group["initial_lr"] = config.learning_rate
+            group["lr"] = learning_rate
+            group["momentum"] = config.momentum
+            if group.get("name") == "weights":
+                group["weight_decay"] = config.weight_decay
+        n_groups = len(self.optimizer.param_groups)
+        self.scheduler.base_lrs = [config.learning_rate] * n_groups
+        self.scheduler.lr_lambdas = [self.schedule] * n_groups
+        self.scheduler._last_lr = [learning_rate] * n_groups
+
+    # ------------------------------------------------------------------ loop
+    def make_record(self) -> TrainRecord:
+        self.ensure_finite()
+        metrics: dict[str, float] = {}
+        for callback in self.callbacks:
+            metrics.update(callback.measure(self))
+        metrics.update(self.phase.metrics(self.phase_state))
+        known = {name: float(metrics.pop(name)) for name in _RECORD_METRICS if name in metrics}
+        record = TrainRecord(
+            update=self._update,
+            epoch=self.epoch,
+            learning_rate=float(self.optimizer.param_groups[0]["lr"]),
+            time=self.elapsed,
+            reconstruction_error=float(self.objective.reconstruction_error(self._model, self.monitor)),
+            extra={name: float(value) for name, value in metrics.items()},
+            **known,
+        )
+        self._history.append(record)
+        for callback in self.callbacks:
+            callback.on_record(self, record)
+        return record
+
+    def _record_due(self) -> bool:
+        if self._update % self._config.log_every == 0 or self._update == self._config.n_updates:
+            return True
+        return any(callback.wants_record(self._update) for callback in self.callbacks)
+
+    def _step(self) -> None:
+        """One parameter update (the hot path: no synchronisation, no per-update metrics)."""
+        config, data, generator = self._config, self._data, self.generator
+        batch_size = config.batch_size
+        if self.permutation is None or self.position + batch_size > self.n_usable:
+            self.permutation = torch.randperm(data.shape[0], generator=generator, device=data.device)
+            self.position = 0
+            self.epoch += 1
+        index = self.permutation[self.position : self.position + batch_size]
+        torch.index_select(data, 0, index, out=self.batch)
+        self.position += batch_size
+        positive = self.objective.positive(self._model, self.batch)
+        self.phase_state, samples = self.phase.step(
+            self._model, self.phase_state, batch=self.batch, positive=positive, generator=generator
+        )
+        self.objective.write_gradient_(self._model, positive, self.objective.negative(self._model, samples))
+        self.optimizer.step()
+        self.scheduler.step()
+        self.phase_state = self.phase.after_update(self._model, self.phase_state)
+        self._update += 1
+        # One fused finiteness flag per update, summed on the device: NaN or ±inf anywhere
+        # makes the total non-finite.
+        total = torch.stack([parameter.sum() for parameter in self.parameters]).sum()
+        self.finite_count.add_(torch.isfinite(total))
+
+    def run(self) -> TrainResult:
+        self.started = time.perf_counter()
+        try:
+            with torch.no_grad():  # parameters are moved by hand-written gradients, never by autograd
+                for callback in self.callbacks:
+                    callback.on_train_begin(self)
+                if not self.resumed:
+                    self.make_record()
+                while self._update < self._config.n_updates and not self.stop_requested:
+                    self._step()
+                    if self._record_due():
+                        self.make_record()
+                    for callback in self.callbacks:
+                        callback.on_update(self)
+                if not self._history or self._history[-1].update != self._update:
+                    self.make_record()
+                self.ensure_finite()
+                for callback in self.callbacks:
+                    callback.on_train_end(self)
+        finally:
+            for callback in self.callbacks:
+                callback.close()
+        metadata = getattr(self._model, "metadata", None)
+        if isinstance(metadata, dict):
+            metadata["training"] = self._config.to_dict()
+        return TrainResult(
+            model=self._model,
+            n_updates=self._update,
+            history=tuple(self._history),
+            final_chains=self.phase.samples(self.phase_state),
+            stopped_early=self.stop_requested and self._update < self._config.n_updates,
+            run_dir=self.run_dir,
+        )

@@ -1,0 +1,185 @@
+"""The negative phase: where the trainer's model-term samples come from.
+
+The log-likelihood gradient needs samples from the model (ALGORITHMS.md §3.1). A *negative
+phase* owns whatever chains produce them and advances them once per parameter update with the
+current parameters. CD (Hinton 2002) restarts its chains at the minibatch; PCD / SAP
+(Tieleman 2008; Younes 1988) keeps persistent chains; FPCD, parallel tempering, adaptive
+simulated tempering and CAST (Tieleman & Hinton 2009; Desjardins et al. 2010; Salakhutdinov
+2010) are further implementations of the same protocol, so the trainer never changes.
+
+A phase object holds configuration only; its evolving state is a separate value (a frozen
+dataclass) that the trainer threads through ``step`` and checkpoints through
+``state_tensors`` / ``state_from_tensors``, so a resumed run continues bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+
+from boltzlab.chains import Chains
+from boltzlab.errors import ValidationError
+from boltzlab.operators.base import Operator
+
+__all__ = [
+    "NegativePhase",
+    "NegativePhaseBase",
+    "available_phases",
+    "chains_from_tensors",
+    "chains_to_tensors",
+    "get_phase",
+    "register_phase",
+]
+
+
+@runtime_checkable
+class NegativePhase(Protocol):
+    """A persistent-chain sampler plugged into the trainer.
+
+    The trainer calls, per update and in this order: ``step`` (advance the chains with the
+    current parameters, return the β = 1 samples for the model term), the objective's gradient,
+    ``optimizer.step()``, then ``after_update`` (with ``.grad`` still holding the gradient
+    that was applied, e.g. for FPCD's fast weights).
+    """
+
+    name: str
+
+    def init(self, model: Any, data: Tensor, *, generator: torch.Generator) -> Any:
+        """The initial state, given the whole training set ``data`` (n_examples, n_visible)."""
+        ...
+
+    def step(
+        self,
+        model: Any,
+        state: Any,
+        *,
+        batch: Tensor,
+        positive: tuple[Tensor, ...],
+        generator: torch.Generator,
+    ) -> tuple[Any, Chains]:
+        """Advance the state for one update; return ``(state, samples)``.
+
+        Parameters
+        ----------
+        model : TemperedModel
+            With the parameters of this update.
+        state : Any
+            From ``init``, ``step`` or ``state_from_tensors``; not modified.
+        batch : Tensor, shape (batch_size, n_visible)
+            This update's minibatch (a buffer the trainer reuses: copy what you keep).
+        positive : tuple of Tensor
+            The objective's data-term layers for ``batch`` (for an RBM ``(v, p(h|v))``).
+        generator : torch.Generator
+
+        Returns
+        -------
+        state : Any
+        samples : Chains
+            β = 1 chains whose statistics form the model term.
+        """
+        ...
+
+    def after_update(self, model: Any, state: Any) -> Any:
+        """The state after ``optimizer.step()`` (most phases return it unchanged)."""
+        ...
+
+    def samples(self, state: Any) -> Chains | None:
+        """The current β = 1 chains (``TrainResult.final_chains``), or ``None`` before any."""
+        ...
+
+    def metrics(self, state: Any) -> dict[str, float]:
+        """Diagnostics to put in a history record (e.g. swap rates); read only when logging."""
+        ...
+
+    def state_tensors(self, state: Any) -> dict[str, Tensor]:
+        """Everything needed to rebuild ``state``, as named tensors (for checkpoints)."""
+        ...
+
+    def state_from_tensors(self, model: Any, tensors: dict[str, Tensor]) -> Any:
+        """Rebuild a state from :meth:`state_tensors`' output, on ``model``'s device and dtype."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-serialisable configuration (checked for compatibility when resuming)."""
+        ...
+
+
+class NegativePhaseBase:
+    """Defaults for the optional parts of :class:`NegativePhase`."""
+
+    name: str = "negative-phase"
+
+    def after_update(self, model: Any, state: Any) -> Any:
+        return state
+
+    def metrics(self, state: Any) -> dict[str, float]:
+        return {}
+
+
+def chains_to_tensors(chains: Chains, prefix: str = "chains") -> dict[str, Tensor]:
+    """``{prefix.layer0: ..., prefix.layer1: ..., prefix.beta: ...}`` for a checkpoint."""
+    tensors = {f"{prefix}.layer{index}": layer for index, layer in enumerate(chains.layers)}
+    tensors[f"{prefix}.beta"] = chains.beta
+    return tensors
+
+
+def chains_from_tensors(
+    tensors: dict[str, Tensor],
+    prefix: str = "chains",
+    *,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> Chains:
+    """Inverse of :func:`chains_to_tensors`."""
+    layers = []
+    while f"{prefix}.layer{len(layers)}" in tensors:
+        layers.append(tensors[f"{prefix}.layer{len(layers)}"].to(device=device, dtype=dtype))
+    if not layers or f"{prefix}.beta" not in tensors:
+        raise ValidationError(f"checkpoint has no chains under {prefix!r}")
+    return Chains(layers=tuple(layers), beta=tensors[f"{prefix}.beta"].to(device=device, dtype=dtype))
+
+
+PhaseFactory = Callable[..., NegativePhase]
+_REGISTRY: dict[str, PhaseFactory] = {}
+
+
+def register_phase(name: str) -> Callable[[PhaseFactory], PhaseFactory]:
+    """Decorator: make ``factory(*, operator, k, n_chains, **params)`` reachable by ``name``."""
+
+    def decorate(factory: PhaseFactory) -> PhaseFactory:
+        _REGISTRY[name] = factory
+        return factory
+
+    return decorate
+
+
+def available_phases() -> tuple[str, ...]:
+    """Names accepted as ``train(..., algorithm=name)``."""
+    return tuple(sorted(_REGISTRY))
+
+
+def get_phase(
+    name: str | NegativePhase,
+    *,
+    operator: Operator,
+    k: int,
+    n_chains: int,
+    **params: Any,
+) -> NegativePhase:
+    """The negative phase called ``name`` (a phase object passes through unchanged)."""
+    if not isinstance(name, str):
+        if not isinstance(name, NegativePhase):
+            raise ValidationError(
+                f"algorithm must be one of {', '.join(available_phases())} or a NegativePhase, got {name!r}"
+            )
+        return name
+    key = name.lower().replace("_", "-")
+    if key not in _REGISTRY:
+        raise ValidationError(f"unknown algorithm {name!r}; choose one of {', '.join(available_phases())}")
+    try:
+        return _REGISTRY[key](operator=operator, k=k, n_chains=n_chains, **params)
+    except TypeError as error:
+        raise ValidationError(f"bad algorithm_params for {name!r}: {error}") from None

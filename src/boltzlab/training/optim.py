@@ -1,0 +1,151 @@
+"""The optimiser and learning-rate schedules of the trainer: plain ``torch.optim``.
+
+Parameters move by ``torch.optim.SGD`` (momentum, weight decay) on the gradient of the
+negative average log-likelihood; the learning rate follows a ``LambdaLR`` factor ``f(t)``, so
+update ``t`` (counted from 0) uses ``learning_rate · f(t)``:
+
+* ``"constant"``: ``f(t) = 1``;
+* ``"linear"``: ``f(t) = max(0, 1 − t/T)``, decaying to 0 at the end of a ``T``-update run;
+* ``"inverse"``: ``f(t) = c/(c + t)``. With ``learning_rate = 0.005`` and ``c = 2000`` this is
+  the ``lr_t = 10/(2000 + t)`` of Salakhutdinov (2010, CAST; ALGORITHMS.md §3.1), which meets
+  the Robbins–Monro conditions ``Σ lr_t = ∞``, ``Σ lr_t² < ∞`` of stochastic approximation
+  (Younes 1988; Tieleman 2008).
+
+Weight decay is applied to the weight matrices only (parameters with two or more dimensions),
+not to the biases, as is usual for RBMs (Hinton 2010, *A practical guide to training RBMs*,
+§10): decaying a bias pulls a unit's base rate towards ½ and buys no regularisation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from boltzlab.errors import ValidationError
+
+__all__ = [
+    "ConstantSchedule",
+    "InverseSchedule",
+    "LinearSchedule",
+    "Schedule",
+    "make_optimizer",
+    "make_schedule",
+    "make_scheduler",
+    "schedule_description",
+]
+
+Schedule = Callable[[int], float]
+"""A learning-rate factor: ``f(t)`` multiplies the base learning rate at update ``t`` (from 0)."""
+
+
+# Not slots: LambdaLR.state_dict() copies ``fn.__dict__`` of callable objects.
+@dataclass(frozen=True)
+class ConstantSchedule:
+    """``f(t) = 1``."""
+
+    def __call__(self, update: int) -> float:
+        return 1.0
+
+
+@dataclass(frozen=True)
+class LinearSchedule:
+    """``f(t) = max(0, 1 − t/n_updates)``: the rate reaches 0 after ``n_updates`` updates."""
+
+    n_updates: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n_updates, bool) or not isinstance(self.n_updates, int) or self.n_updates < 1:
+            raise ValidationError(f"LinearSchedule needs n_updates >= 1, got {self.n_updates!r}")
+
+    def __call__(self, update: int) -> float:
+        return max(0.0, 1.0 - update / self.n_updates)
+
+
+@dataclass(frozen=True)
+class InverseSchedule:
+    """``f(t) = offset/(offset + t)``; with learning rate 0.005 and offset 2000, ``10/(2000 + t)``."""
+
+    offset: float = 2000.0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.offset, (int, float)) and math.isfinite(self.offset) and self.offset > 0):
+            raise ValidationError(f"InverseSchedule needs a finite offset > 0, got {self.offset!r}")
+
+    def __call__(self, update: int) -> float:
+        return self.offset / (self.offset + update)
+
+
+_NAMES = ("constant", "linear", "inverse")
+
+
+def make_schedule(schedule: str | Schedule, *, n_updates: int) -> Schedule:
+    """The learning-rate factor named by ``schedule``, or ``schedule`` itself if callable.
+
+    Parameters
+    ----------
+    schedule : {"constant", "linear", "inverse"} or callable
+        A callable maps the update index ``t`` (from 0) to a factor of the base rate.
+    n_updates : int
+        Length of the run; the end point of ``"linear"``.
+    """
+    if callable(schedule):
+        return schedule
+    if not isinstance(schedule, str) or schedule.lower() not in _NAMES:
+        raise ValidationError(
+            f"lr_schedule must be one of {', '.join(repr(n) for n in _NAMES)} or a callable "
+            f"update -> factor, got {schedule!r}"
+        )
+    name = schedule.lower()
+    if name == "constant":
+        return ConstantSchedule()
+    if name == "linear":
+        return LinearSchedule(int(n_updates))
+    return InverseSchedule()
+
+
+def schedule_description(schedule: str | Schedule) -> str:
+    """A stable text form of a schedule for configs and checkpoints (its name or its repr)."""
+    return schedule.lower() if isinstance(schedule, str) else repr(schedule)
+
+
+def make_optimizer(
+    model: nn.Module,
+    *,
+    learning_rate: float,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+) -> torch.optim.SGD:
+    """``torch.optim.SGD`` over ``model``'s parameters, weight decay on weight matrices only.
+
+    Parameters
+    ----------
+    model : nn.Module
+    learning_rate : float > 0
+        Base learning rate (the schedule multiplies it).
+    momentum : float in [0, 1)
+    weight_decay : float >= 0
+        L2 coefficient λ: the update adds ``λ·W`` to the gradient of every weight matrix.
+
+    Returns
+    -------
+    torch.optim.SGD
+        Param group ``"weights"`` holds the weight matrices (with ``weight_decay``), group
+        ``"biases"`` the rest (no decay); the groups carry their name under the key ``"name"``.
+    """
+    decayed = [p for p in model.parameters() if p.dim() >= 2]
+    plain = [p for p in model.parameters() if p.dim() < 2]
+    groups = [
+        {"params": params, "weight_decay": decay, "name": name}
+        for name, params, decay in (("weights", decayed, float(weight_decay)), ("biases", plain, 0.0))
+        if params
+    ]
+    return torch.optim.SGD(groups, lr=float(learning_rate), momentum=float(momentum))
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, schedule: Schedule) -> torch.optim.lr_scheduler.LambdaLR:
+    """``LambdaLR(optimizer, schedule)``: after ``t`` calls of ``step()``, lr = base·schedule(t)."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)

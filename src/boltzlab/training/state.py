@@ -1,0 +1,323 @@
+"""The trainer's configuration, history records, resumable state and result.
+
+A checkpoint holds everything that determines the rest of a run — model parameters and base,
+optimiser state (momentum buffers), scheduler state, the negative phase's state (persistent
+chains), the generator's state, the update and epoch counters with the epoch's permutation
+and the position inside it, the history so far and the configuration — so that resuming
+gives, bit for bit, the run that was not interrupted (DESIGN.md, "Files"). Tensors go into
+the safetensors payload, everything else into its JSON header; this module only converts
+between :class:`TrainState` and :class:`boltzlab.io.Checkpoint`, it writes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from boltzlab.chains import Chains
+from boltzlab.errors import ModelFileError
+from boltzlab.io import Checkpoint
+from boltzlab.training.negative import NegativePhase
+
+__all__ = [
+    "TrainConfig",
+    "TrainRecord",
+    "TrainResult",
+    "TrainState",
+    "checkpoint_path",
+    "decode_train_state",
+    "encode_train_state",
+    "find_latest_checkpoint",
+]
+
+STATE_KIND = "boltzlab-train-state"
+STATE_VERSION = 1
+_CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d+)\.safetensors$")
+
+
+@dataclass(frozen=True, slots=True)
+class TrainConfig:
+    """The settings of a training run, as plain JSON-able values (saved in checkpoints).
+
+    ``algorithm``, ``operator`` and ``lr_schedule`` are names or, for objects and callables,
+    their ``repr``. ``n_updates`` is the resolved total (from ``n_epochs`` when that was given).
+    """
+
+    algorithm: str
+    algorithm_params: dict[str, Any]
+    operator: str
+    k: int
+    n_chains: int
+    batch_size: int
+    n_updates: int
+    n_epochs: int | None
+    learning_rate: float
+    momentum: float
+    weight_decay: float
+    lr_schedule: str
+    log_every: int
+    track_exact_every: int | None
+    checkpoint_every: int | None
+    fit_base_rate: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    # Settings that fix the shape of the saved state: a checkpoint resumes only with the same.
+    STRUCTURAL = ("algorithm", "algorithm_params", "operator", "k", "n_chains", "batch_size")
+    # Settings a resumed run may change (e.g. a lower learning rate after a divergence).
+    OPTIMISATION = ("learning_rate", "momentum", "weight_decay", "lr_schedule")
+
+
+@dataclass(frozen=True, slots=True)
+class TrainRecord:
+    """One row of the training history.
+
+    Attributes
+    ----------
+    update : int
+        Parameter updates done when the record was taken (0 = before training).
+    epoch : int
+        Passes over the data started so far.
+    learning_rate : float
+        The learning rate of the next update (the schedule at ``update``).
+    time : float
+        Wall-clock seconds of training so far (summed over resumed segments).
+    reconstruction_error : float
+        Mean squared mean-field reconstruction error of a fixed monitor batch (the first
+        ``batch_size`` training examples), summed over units.
+    log_z : float or None
+        Exact ``log Z`` (nats) when the exact tracker ran at this update.
+    train_log_likelihood, validation_log_likelihood : float or None
+        Exact mean log-likelihood per example (nats) of the training / validation data.
+    extra : dict of str to float
+        Further metrics from callbacks or the negative phase.
+    """
+
+    update: int
+    epoch: int
+    learning_rate: float
+    time: float
+    reconstruction_error: float
+    log_z: float | None = None
+    train_log_likelihood: float | None = None
+    validation_log_likelihood: float | None = None
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def get(self, name: str) -> float | None:
+        """The metric called ``name``: a field, else an ``extra`` entry, else ``None``."""
+        if name in _RECORD_FIELDS and name != "extra":
+            return getattr(self, name)
+        return self.extra.get(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form; non-finite floats become ``None``."""
+        data = {name: _finite_or_none(getattr(self, name)) for name in _RECORD_FIELDS if name != "extra"}
+        data["extra"] = {name: _finite_or_none(value) for name, value in self.extra.items()}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainRecord:
+        return cls(**{name: data[name] for name in _RECORD_FIELDS if name in data})
+
+
+_RECORD_FIELDS = tuple(f.name for f in fields(TrainRecord))
+
+
+def _finite_or_none(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What :func:`boltzlab.train` returns.
+
+    Attributes
+    ----------
+    model : nn.Module
+        The trained model (the object passed in, trained in place).
+    n_updates : int
+        Parameter updates done in total (including those before a resume).
+    history : tuple of TrainRecord
+        One record per logged update, in order.
+    final_chains : Chains or None
+        The negative phase's last β = 1 chains (PCD: the persistent chains).
+    stopped_early : bool
+        Whether a callback (e.g. early stopping) ended the run before ``n_updates``.
+    run_dir : Path or None
+        Where the run wrote files: the checkpoint directory, else the metrics file's directory.
+    """
+
+    model: nn.Module
+    n_updates: int
+    history: tuple[TrainRecord, ...]
+    final_chains: Chains | None
+    stopped_early: bool
+    run_dir: Path | None
+
+
+@dataclass(frozen=True)
+class TrainState:
+    """Everything that determines the rest of a run after ``update`` updates.
+
+    Attributes
+    ----------
+    update, epoch, position : int
+        Updates done, epochs started, and the next index into ``permutation``.
+    permutation : Tensor or None, shape (n_examples,), int64
+        This epoch's order of the training examples (``None`` before the first epoch).
+    elapsed : float
+        Training seconds so far.
+    history : tuple of TrainRecord
+    phase_state : Any
+        The negative phase's state.
+    generator_state : Tensor, uint8
+    optimizer_state, scheduler_state : dict
+        ``state_dict()`` of the optimiser and of the scheduler.
+    model_state : dict of str to Tensor
+        ``model.state_dict()`` (parameters and the base's buffers).
+    base_fitted : bool
+    callback_states : dict
+        JSON state of stateful callbacks (e.g. early stopping), keyed by position and class.
+    data_fingerprint : dict
+        Size and a weighted checksum of the training data, to refuse resuming on other data.
+    """
+
+    update: int
+    epoch: int
+    position: int
+    permutation: Tensor | None
+    elapsed: float
+    history: tuple[TrainRecord, ...]
+    phase_state: Any
+    generator_state: Tensor
+    optimizer_state: dict[str, Any]
+    scheduler_state: dict[str, Any]
+    model_state: dict[str, Tensor]
+    base_fitted: bool
+    callback_states: dict[str, Any]
+    data_fingerprint: dict[str, Any]
+
+
+def checkpoint_path(directory: str | Path, update: int) -> Path:
+    """``directory/checkpoint-<update, 9 digits>.safetensors``."""
+    return Path(directory) / f"checkpoint-{update:09d}.safetensors"
+
+
+def find_latest_checkpoint(directory: str | Path) -> Path | None:
+    """The checkpoint with the highest update number in ``directory``, or ``None``."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return None
+    found = [
+        (int(match.group(1)), path)
+        for path in directory.iterdir()
+        if (match := _CHECKPOINT_NAME.match(path.name)) is not None
+    ]
+    return max(found)[1] if found else None
+
+
+def _encode_optimizer(state_dict: dict[str, Any], tensors: dict[str, Tensor]) -> dict[str, Any]:
+    state = {}
+    for param_id, param_state in state_dict["state"].items():
+        entry = {}
+        for key, value in param_state.items():
+            if isinstance(value, Tensor):
+                name = f"optimizer.state.{param_id}.{key}"
+                tensors[name] = value
+                entry[key] = {"__tensor__": name}
+            else:
+                entry[key] = value
+        state[str(param_id)] = entry
+    return {"state": state, "param_groups": state_dict["param_groups"]}
+
+
+def _decode_optimizer(encoded: dict[str, Any], tensors: dict[str, Tensor]) -> dict[str, Any]:
+    state = {}
+    for param_id, entry in encoded["state"].items():
+        state[int(param_id)] = {
+            key: tensors[value["__tensor__"]] if isinstance(value, dict) and "__tensor__" in value else value
+            for key, value in entry.items()
+        }
+    return {"state": state, "param_groups": encoded["param_groups"]}
+
+
+def encode_train_state(state: TrainState, *, config: TrainConfig, phase: NegativePhase) -> Checkpoint:
+    """The tensors and JSON metadata of a checkpoint of ``state``."""
+    tensors: dict[str, Tensor] = {f"model.{name}": value for name, value in state.model_state.items()}
+    tensors.update({f"phase.{name}": value for name, value in phase.state_tensors(state.phase_state).items()})
+    tensors["generator"] = state.generator_state
+    if state.permutation is not None:
+        tensors["permutation"] = state.permutation
+    scheduler_state = {key: value for key, value in state.scheduler_state.items() if key != "lr_lambdas"}
+    metadata = {
+        "kind": STATE_KIND,
+        "version": STATE_VERSION,
+        "config": config.to_dict(),
+        "phase": phase.describe(),
+        "update": state.update,
+        "epoch": state.epoch,
+        "position": state.position,
+        "elapsed": state.elapsed,
+        "history": [record.to_dict() for record in state.history],
+        "optimizer": _encode_optimizer(state.optimizer_state, tensors),
+        "scheduler": scheduler_state,
+        "base_fitted": state.base_fitted,
+        "callbacks": state.callback_states,
+        "data": state.data_fingerprint,
+    }
+    return Checkpoint(tensors=tensors, metadata=metadata)
+
+
+def decode_train_state(
+    checkpoint: Checkpoint, *, phase: NegativePhase, model: Any, source: str
+) -> TrainState:
+    """Rebuild a :class:`TrainState` from a checkpoint read back from ``source``."""
+    metadata, tensors = checkpoint.metadata, checkpoint.tensors
+    if metadata.get("kind") != STATE_KIND or metadata.get("version") != STATE_VERSION:
+        raise ModelFileError(
+            f"{source} is not a training checkpoint of version {STATE_VERSION} "
+            f"(kind {metadata.get('kind')!r}, version {metadata.get('version')!r})"
+        )
+    try:
+        phase_tensors = {
+            name.removeprefix("phase."): value for name, value in tensors.items() if name.startswith("phase.")
+        }
+        model_state = {
+            name.removeprefix("model."): value for name, value in tensors.items() if name.startswith("model.")
+        }
+        scheduler_state = dict(metadata["scheduler"])
+        return TrainState(
+            update=int(metadata["update"]),
+            epoch=int(metadata["epoch"]),
+            position=int(metadata["position"]),
+            permutation=tensors.get("permutation"),
+            elapsed=float(metadata["elapsed"]),
+            history=tuple(TrainRecord.from_dict(record) for record in metadata["history"]),
+            phase_state=phase.state_from_tensors(model, phase_tensors),
+            generator_state=tensors["generator"],
+            optimizer_state=_decode_optimizer(metadata["optimizer"], tensors),
+            scheduler_state=scheduler_state,
+            model_state=model_state,
+            base_fitted=bool(metadata["base_fitted"]),
+            callback_states=dict(metadata.get("callbacks", {})),
+            data_fingerprint=dict(metadata["data"]),
+        )
+    except KeyError as error:
+        raise ModelFileError(f"{source} is missing {error} (corrupt or foreign checkpoint)") from None
+
+
+def data_fingerprint(data: Tensor) -> dict[str, Any]:
+    """Shape and an order-sensitive checksum ``Σ_n (n+1)·Σ_i (i+1)·x_ni`` (float64)."""
+    n_examples, n_units = data.shape
+    rows = data.to(torch.float64) @ torch.arange(1, n_units + 1, dtype=torch.float64, device=data.device)
+    checksum = float(rows @ torch.arange(1, n_examples + 1, dtype=torch.float64, device=data.device))
+    return {"n_examples": int(n_examples), "n_units": int(n_units), "checksum": checksum}

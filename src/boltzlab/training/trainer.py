@@ -1,0 +1,272 @@
+"""``train``: the public door of the trainer — validate, assemble, run.
+
+Trains by stochastic gradient ascent on the average log-likelihood, data term − model term
+(ALGORITHMS.md §3.1), with CD-k (Hinton 2002, *Training products of experts by minimizing
+contrastive divergence*) or PCD-k / SAP (Tieleman 2008, *Training restricted Boltzmann
+machines using approximations to the likelihood gradient*; Younes 1988) and any transition
+operator (Brügge, Fischer & Igel 2013), stepped by ``torch.optim``.
+
+All randomness comes from one ``torch.Generator``: the same seed gives the same run, and a
+run resumed from a checkpoint ends bit-identical to the run that was not interrupted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from boltzlab import operators as operator_registry
+from boltzlab.errors import ValidationError
+from boltzlab.rng import resolve_generator
+from boltzlab.training.callbacks import (
+    Callback,
+    Checkpointer,
+    CSVLogger,
+    ExactLikelihoodTracker,
+    ProgressBar,
+)
+from boltzlab.training.loop import TrainingLoop
+from boltzlab.training.negative import NegativePhase, get_phase
+from boltzlab.training.objective import objective_for
+from boltzlab.training.optim import Schedule, make_schedule
+from boltzlab.training.state import TrainConfig, TrainResult, find_latest_checkpoint
+from boltzlab.validation import as_binary_tensor, check_positive_int
+
+__all__ = ["train"]
+
+
+def _check_number(value: Any, name: str, *, low: float, high: float = math.inf, low_open: bool) -> float:
+    """A finite float in (low, high) or [low, high); the message names the argument."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValidationError(f"{name} must be a finite number, got {value!r}")
+    value = float(value)
+    if (value <= low if low_open else value < low) or value >= high:
+        interval = f"{'(' if low_open else '['}{low:g}, {high:g})"
+        raise ValidationError(f"{name} must be in {interval}, got {value!r}")
+    return value
+
+
+def _optional_positive_int(value: Any, name: str) -> int | None:
+    return None if value is None else check_positive_int(value, name)
+
+
+def train(
+    model: nn.Module,
+    data: Any,
+    *,
+    algorithm: str | NegativePhase = "cd",
+    algorithm_params: dict[str, Any] | None = None,
+    operator: str | operator_registry.Operator = "gibbs",
+    operator_params: dict[str, Any] | None = None,
+    k: int = 1,
+    n_chains: int = 100,
+    batch_size: int = 100,
+    n_updates: int | None = None,
+    n_epochs: int | None = None,
+    learning_rate: float = 0.01,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+    lr_schedule: str | Schedule = "constant",
+    generator: torch.Generator | int | None = None,
+    validation_data: Any = None,
+    callbacks: Iterable[Callback] = (),
+    log_every: int = 100,
+    track_exact_every: int | None = None,
+    metrics_path: str | Path | None = None,
+    checkpoint_dir: str | Path | None = None,
+    checkpoint_every: int | None = None,
+    resume: bool = False,
+    progress: bool = False,
+    fit_base_rate: bool = True,
+) -> TrainResult:
+    """Train ``model`` on binary ``data`` by CD-k or PCD-k with any transition operator.
+
+    Parameters
+    ----------
+    model : RBM (or any model with a training objective)
+        Trained in place, in its own dtype and on its own device.
+    data : Tensor or array, shape (n_examples, n_visible), values 0/1
+        Not modified.
+    algorithm : {"cd", "pcd"} or NegativePhase, default "cd"
+        Where the model-term samples come from (CD restarts at the minibatch; PCD keeps
+        ``n_chains`` persistent chains). A :class:`~boltzlab.training.NegativePhase` object
+        plugs in any other sampler.
+    algorithm_params : dict, optional
+        Extra settings of the negative phase, e.g. ``{"init": "base"}`` for PCD.
+    operator : {"gibbs", "flip", "mixture"} or Operator, default "gibbs"
+    operator_params : dict, optional
+        E.g. ``{"alpha": 0.5}`` for the mixture.
+    k : int, default 1
+        Operator sweeps per update.
+    n_chains : int, default 100
+        Persistent chains (PCD); CD uses one chain per minibatch example.
+    batch_size : int, default 100
+        Examples per update; each epoch uses ``n_examples // batch_size`` minibatches of a fresh
+        random permutation (the ragged remainder changes from epoch to epoch).
+    n_updates, n_epochs : int
+        Length of the run: give exactly one.
+    learning_rate : float, default 0.01
+        Base learning rate; update ``t`` (from 0) uses ``learning_rate · schedule(t)``.
+    momentum : float in [0, 1), default 0
+    weight_decay : float >= 0, default 0
+        L2 coefficient on the weight matrices (not the biases).
+    lr_schedule : {"constant", "linear", "inverse"} or callable, default "constant"
+        See :mod:`boltzlab.training.optim`; ``"inverse"`` with ``learning_rate=0.005`` is the
+        CAST paper's ``10/(2000 + t)``.
+    generator : torch.Generator or int, optional
+        The run's only source of randomness (a seed is accepted); same seed, same run.
+    validation_data : Tensor or array, optional
+        Held-out data for exact tracking and early stopping.
+    callbacks : iterable of Callback
+        Run between the built-in metric callbacks and the writers (CSV, progress, checkpoints).
+    log_every : int, default 100
+        A history record every ``log_every`` updates (also before the first and after the last).
+    track_exact_every : int, optional
+        Exact ``log Z`` and train/validation log-likelihoods every that many updates (small
+        models only: min(n_visible, n_hidden) <= 25).
+    metrics_path : str or Path, optional
+        The history as CSV, rewritten atomically after every record.
+    checkpoint_dir : str or Path, optional
+        Where checkpoints go (every ``checkpoint_every`` updates, and at the end).
+    checkpoint_every : int, optional
+    resume : bool, default False
+        Continue from the newest checkpoint in ``checkpoint_dir`` if there is one (else start
+        afresh). Structural settings must match; the learning rate, momentum, weight decay,
+        schedule and ``n_updates`` may change.
+    progress : bool, default False
+        Show a ``tqdm`` progress bar.
+    fit_base_rate : bool, default True
+        Fit the model's base-rate base to ``data`` before training.
+
+    Returns
+    -------
+    TrainResult
+
+    Raises
+    ------
+    ValidationError
+        Bad data or arguments (the message names the argument, the value, the expectation).
+    DivergenceError
+        A parameter became NaN or infinite; the message gives the update and the learning rate
+        and names the last good checkpoint, which stays on disk. ``error.partial`` holds the
+        history up to the last record; the model's parameters are left as they are.
+
+    Examples
+    --------
+    >>> import torch, boltzlab as bl
+    >>> data = (torch.rand(60, 7, generator=torch.Generator().manual_seed(0)) < 0.3).float()
+    >>> model = bl.RBM(n_visible=7, n_hidden=3, generator=0)
+    >>> result = bl.training.train(model, data, algorithm="pcd", n_chains=13, batch_size=20,
+    ...                            n_updates=30, log_every=10, track_exact_every=10, generator=0)
+    >>> [record.update for record in result.history]
+    [0, 10, 20, 30]
+    """
+    objective = objective_for(model)
+    n_visible = model.layer_sizes[0]
+    data = as_binary_tensor(data, "data", n_units=n_visible, dtype=model.dtype, device=model.device)
+    if validation_data is not None:
+        validation_data = as_binary_tensor(
+            validation_data, "validation_data", n_units=n_visible, dtype=model.dtype, device=model.device
+        )
+    k = check_positive_int(k, "k")
+    n_chains = check_positive_int(n_chains, "n_chains")
+    batch_size = check_positive_int(batch_size, "batch_size")
+    if batch_size > data.shape[0]:
+        raise ValidationError(
+            f"batch_size={batch_size} exceeds the {data.shape[0]} training examples; "
+            f"use batch_size <= {data.shape[0]}"
+        )
+    if (n_updates is None) == (n_epochs is None):
+        raise ValidationError(
+            f"give exactly one of n_updates and n_epochs, got n_updates={n_updates!r}, n_epochs={n_epochs!r}"
+        )
+    if n_epochs is not None:
+        n_epochs = check_positive_int(n_epochs, "n_epochs")
+        n_updates = n_epochs * (data.shape[0] // batch_size)
+    n_updates = check_positive_int(n_updates, "n_updates")
+    learning_rate = _check_number(learning_rate, "learning_rate", low=0.0, low_open=True)
+    momentum = _check_number(momentum, "momentum", low=0.0, high=1.0, low_open=False)
+    weight_decay = _check_number(weight_decay, "weight_decay", low=0.0, low_open=False)
+    log_every = check_positive_int(log_every, "log_every")
+    track_exact_every = _optional_positive_int(track_exact_every, "track_exact_every")
+    checkpoint_every = _optional_positive_int(checkpoint_every, "checkpoint_every")
+    if checkpoint_dir is None and (checkpoint_every is not None or resume):
+        raise ValidationError(
+            f"checkpoint_every={checkpoint_every!r} and resume={resume!r} need checkpoint_dir (a directory)"
+        )
+    try:
+        generator = resolve_generator(generator, model.device)
+    except (TypeError, ValueError) as error:
+        raise ValidationError(f"generator: {error}") from None
+    callbacks = list(callbacks)
+    for callback in callbacks:
+        if not isinstance(callback, Callback):
+            raise ValidationError(
+                f"callbacks must be boltzlab.training.Callback instances, got {type(callback).__name__}"
+            )
+    the_operator = operator_registry.get(operator, **(operator_params or {}))
+    phase = get_phase(algorithm, operator=the_operator, k=k, n_chains=n_chains, **(algorithm_params or {}))
+    schedule = make_schedule(lr_schedule, n_updates=n_updates)
+
+    config = TrainConfig(
+        algorithm=algorithm if isinstance(algorithm, str) else repr(algorithm),
+        algorithm_params=dict(algorithm_params or {}),
+        operator=repr(the_operator),
+        k=k,
+        n_chains=n_chains,
+        batch_size=batch_size,
+        n_updates=n_updates,
+        n_epochs=n_epochs,
+        learning_rate=learning_rate,
+        momentum=momentum,
+        weight_decay=weight_decay,
+        lr_schedule=repr(schedule),
+        log_every=log_every,
+        track_exact_every=track_exact_every,
+        checkpoint_every=checkpoint_every,
+        fit_base_rate=bool(fit_base_rate),
+    )
+    before: list[Callback] = [] if track_exact_every is None else [ExactLikelihoodTracker(track_exact_every)]
+    after: list[Callback] = []
+    if metrics_path is not None:
+        after.append(CSVLogger(metrics_path))
+    if progress:
+        after.append(ProgressBar())
+    checkpointer = None
+    if checkpoint_dir is not None:
+        checkpointer = Checkpointer(checkpoint_dir, every=checkpoint_every)
+        after.append(checkpointer)  # last, so a checkpoint sees every callback's state
+    run_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+    if run_dir is None and metrics_path is not None:
+        run_dir = Path(metrics_path).parent
+    run = TrainingLoop(
+        model=model,
+        data=data,
+        validation_data=validation_data,
+        config=config,
+        phase=phase,
+        objective=objective,
+        schedule=schedule,
+        generator=generator,
+        callbacks=[*before, *callbacks, *after],
+        checkpointer=checkpointer,
+        run_dir=run_dir,
+    )
+    latest = None if checkpoint_dir is None else find_latest_checkpoint(checkpoint_dir)
+    if latest is not None and not resume:
+        # A fresh run must not mix its checkpoints with an older run's: a later resume would
+        # pick whichever has the highest update number.
+        raise ValidationError(
+            f"checkpoint_dir {checkpoint_dir} already holds checkpoints (newest {latest.name}); "
+            "pass resume=True to continue that run, or use an empty directory"
+        )
+    if latest is not None:
+        run.restore(latest)
+    else:
+        run.start_fresh()
+    return run.run()
