@@ -252,10 +252,14 @@ class RBM(nn.Module):
         self.base_fitted = False
         return self
 
-    def _base_log_norm(self) -> float:
-        """``Σ_i softplus(b^A_i) + J log 2``: the normaliser of ``exp(b^A·v)`` times ``2^J``."""
-        base = self.base_logits.to(torch.float64)
-        return float(softplus(base).sum()) + self.n_hidden * math.log(2.0)
+    def _base_log_norm(self) -> Tensor:
+        """``Σ_i softplus(b^A_i) + J log 2``: the normaliser of ``exp(b^A·v)`` times ``2^J``.
+
+        A 0-dim float64 tensor on the model's device: converting it to a Python float would
+        synchronise an accelerator on every call (AIS calls it once per temperature).
+        """
+        base = self.base_logits.detach().to(torch.float64)
+        return softplus(base).sum() + self.n_hidden * math.log(2.0)
 
     # ------------------------------------------------------------------ densities
     def energy(self, layers: tuple[Tensor, ...]) -> Tensor:
@@ -366,7 +370,7 @@ class RBM(nn.Module):
         else:
             coupling, offset, linear = beta * weights, beta * c, beta * b + (1.0 - beta) * base
         yield from _enumerate_softplus_sums(
-            coupling, offset, linear, -(1.0 - beta) * log_norm, chunk_states=chunk_states
+            coupling, offset, linear, -(1.0 - beta) * float(log_norm), chunk_states=chunk_states
         )
 
     # ------------------------------------------------------------------ construction helpers
