@@ -56,3 +56,24 @@ def test_flip_without_tie_rule_is_not_ergodic_on_zero_weights():
     assert torch.allclose(p @ broken, p)  # still invariant: the failure is ergodicity alone
     fixed = transition_matrix(model, bl.operators.get("flip"))
     assert is_primitive(fixed)
+
+
+def test_sampled_flip_uses_gibbs_probabilities_exactly_at_ties():
+    # The fast sampling path (threshold_) must apply the tie rule too: with every logit exactly
+    # 0, each unit is 1 with probability 1/2 whatever its current value; without the rule it
+    # always flips. 13 x 7 x 2000 draws per current value.
+    n = 13 * 2000
+    logits = torch.zeros(n, 7)
+    generator = torch.Generator().manual_seed(0)
+    for current_value in (0.0, 1.0):
+        current = torch.full((n, 7), current_value)
+        new = bl.operators.get("flip").sample_layer(logits, current, generator=generator)
+        stderr = (0.25 / new.numel()) ** 0.5
+        assert abs(new.mean().item() - 0.5) < 4 * stderr
+        broken = bl.operators.get("flip", tie_rule=False).sample_layer(logits, current, generator=generator)
+        assert torch.equal(broken, 1 - current)
+    # Mixed: ties in some units only, strong logits elsewhere.
+    mixed = torch.tensor([[0.0, 30.0, -30.0]]).expand(n, -1)
+    new = bl.operators.get("flip").sample_layer(mixed, torch.zeros(n, 3), generator=generator)
+    assert abs(new[:, 0].mean().item() - 0.5) < 4 * (0.25 / n) ** 0.5
+    assert torch.all(new[:, 1] == 1) and torch.all(new[:, 2] == 0)

@@ -25,7 +25,7 @@ from torch import Tensor
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, TemperedModel
-from boltzlab.rng import fill_centered_uniform_, uniform_buffer, uniform_scale
+from boltzlab.rng import fill_centered_uniform_, uniform_scale, uniform_workspace
 
 __all__ = [
     "LayerwiseOperator",
@@ -112,13 +112,18 @@ class LayerwiseOperator(ABC):
         return self.probability_on_(logits, current).sub_(0.5).mul_(uniform_scale(current.dtype))
 
     def sample_layer_(self, logits: Tensor, current: Tensor, *, generator: torch.Generator) -> Tensor:
-        """New 0/1 values of one layer (a new tensor), consuming ``logits`` as work space."""
+        """New 0/1 values of one layer, written into ``logits``'s memory and returned.
+
+        ``logits`` must be a tensor the caller owns (as ``conditional_logits`` returns): it is
+        turned into the threshold and then into the new layer, so a sweep allocates nothing
+        but the logits themselves; the uniforms live in a reused per-thread workspace.
+        """
         numel = logits.numel()
-        buffer = uniform_buffer(numel, dtype=current.dtype, device=current.device)
+        buffer = uniform_workspace(numel, dtype=current.dtype, device=current.device)
         uniform = buffer[:numel].view(logits.shape)
         threshold = self.threshold_(logits, current, uniform)
         fill_centered_uniform_(buffer, generator=generator)
-        new = uniform.lt_(threshold)
+        new = threshold.gt_(uniform)
         return new if new.dtype == current.dtype else new.to(current.dtype)
 
     def sample_layer(self, logits: Tensor, current: Tensor, *, generator: torch.Generator) -> Tensor:

@@ -57,14 +57,14 @@ class FlipOperator(LayerwiseOperator):
         return flip.addcmul_(flip, current, value=-2.0).add_(current)
 
     def threshold_(self, logits: Tensor, current: Tensor, scratch: Tensor) -> Tensor:
-        # The sampling path of probability_on_, in as few passes as possible (a sweep must
-        # cost at most 5% more than Gibbs): uniform_scale·(P(new=1) − 1/2) equals
-        # uniform_scale·sign·(P(flip) − 1/2). exp(sign·x) is not clamped at 1: the threshold
-        # then lies beyond ±uniform_scale/2, where the comparison saturates exactly as for 1.
-        # Everything stays in place in the layer's float dtype; the tie mask lives in the
-        # buffer that the uniform numbers are drawn into next.
-        flip = logits.addcmul_(logits, current, value=-2.0)  # sign·x
-        if self.tie_rule:
+        # The sampling path of probability_on_ in as few passes as possible (a flip sweep
+        # should cost at most 5% more than a Gibbs sweep): uniform_scale·(P(new=1) − 1/2)
+        # equals uniform_scale·sign·(P(flip) − 1/2). exp(sign·x) is not clamped at 1: the
+        # threshold then lies beyond ±uniform_scale/2, where the comparison saturates exactly
+        # as it would at 1. Everything stays in place; the tie mask lives in the buffer that
+        # the uniforms are drawn into next.
+        flip = logits.addcmul_(logits, current, value=-2.0)  # sign·x; zero exactly at ties
+        if self.tie_rule and _may_contain_zero(flip, scratch):
             tie = torch.eq(flip, 0.0, out=scratch)
             flip.exp_().sub_(tie, alpha=0.5)  # exp(0) = 1 at a tie becomes 1/2
         else:
@@ -73,3 +73,16 @@ class FlipOperator(LayerwiseOperator):
 
     def __repr__(self) -> str:
         return "FlipOperator()" if self.tie_rule else "FlipOperator(tie_rule=False)"
+
+
+def _may_contain_zero(values: Tensor, scratch: Tensor) -> bool:
+    """False only if no element of ``values`` is exactly zero.
+
+    On the CPU, ``Σ 1/x`` is finite exactly when no ``x`` is zero (barring overflow from
+    subnormal values, which only makes the answer a conservative True); two cheap passes
+    instead of building the tie mask, which most sweeps of a trained model do not need.
+    On an accelerator the check would synchronise the device, so the mask is always built.
+    """
+    if values.device.type != "cpu":
+        return True
+    return not bool(torch.isfinite(torch.reciprocal(values, out=scratch).sum()))

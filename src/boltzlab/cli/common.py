@@ -1,0 +1,146 @@
+"""Pieces every subcommand shares: common options, model loading, and how results are printed.
+
+Names become objects here and in the subcommand modules only (DESIGN.md, "Layout"): the
+library is called with plain names and values, and it validates them, so a bad name is one
+readable line from the library's own message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+import torch
+from torch import nn
+
+from boltzlab import operators
+from boltzlab.cli.config import config_option
+from boltzlab.errors import ValidationError
+from boltzlab.io import load_model
+
+__all__ = [
+    "DEBUG_KEY",
+    "MAX_EXACT_UNITS",
+    "THREADS_KEY",
+    "choose_threads",
+    "command_options",
+    "describe_model",
+    "format_seconds",
+    "format_table",
+    "image_shape_of",
+    "load_model_file",
+    "operator_help",
+    "operator_params",
+    "parse_image_shape",
+    "report_written",
+]
+
+# Where the --debug flag and --threads are remembered; ctx.meta is shared by a command and its group.
+DEBUG_KEY = "boltzlab.debug"
+THREADS_KEY = "boltzlab.threads"
+# Below this many weights a second thread only adds synchronisation, and on a busy machine
+# OpenMP's waiting threads slowed the demo's 64×16 RBM from 700 to 17 updates per second.
+SMALL_MODEL_WEIGHTS = 65_536
+# Exact log Z enumerates 2^min(layer sizes) states; above this it takes too long to offer.
+MAX_EXACT_UNITS = 25
+
+
+def _remember_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.meta[DEBUG_KEY] = True
+
+
+def command_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--config`` and ``--debug``, accepted after the subcommand as well as before it."""
+    function = click.option(
+        "--debug",
+        is_flag=True,
+        is_eager=True,
+        expose_value=False,
+        callback=_remember_debug,
+        help="On an error, show the full traceback instead of one line.",
+    )(function)
+    return config_option(function)
+
+
+def choose_threads(model: nn.Module) -> None:
+    """One torch thread for small models unless ``--threads`` was given (see SMALL_MODEL_WEIGHTS)."""
+    n_weights = sum(parameter.numel() for parameter in model.parameters())
+    if click.get_current_context().meta.get(THREADS_KEY) is None and n_weights < SMALL_MODEL_WEIGHTS:
+        torch.set_num_threads(1)
+
+
+def operator_help(what: str = "Transition operator") -> str:
+    return f"{what}: {', '.join(operators.available())}."
+
+
+def operator_params(operator: str, alpha: float | None) -> dict[str, Any]:
+    """The operator's parameters from its flags; ``--alpha`` belongs to the mixture only."""
+    if alpha is None:
+        return {}
+    if operator.lower() != "mixture":
+        raise ValidationError(f"--alpha applies to --operator mixture only, not {operator!r}")
+    return {"alpha": alpha}
+
+
+def load_model_file(path: str | Path) -> nn.Module:
+    """A model file read by :func:`boltzlab.io.load_model` (which validates everything)."""
+    return load_model(Path(path))
+
+
+def describe_model(model: nn.Module) -> str:
+    """One line: class, layer sizes, dtype and base, e.g. ``RBM 64×16, float32, base-rate base``."""
+    sizes = "×".join(str(size) for size in model.layer_sizes)
+    dtype = str(model.dtype).removeprefix("torch.")
+    base = "base-rate base" if getattr(model, "base_fitted", False) else "uniform base"
+    return f"{type(model).__name__} {sizes}, {dtype}, {base}"
+
+
+def parse_image_shape(text: str | None) -> tuple[int, int] | None:
+    """``"28x28"`` → ``(28, 28)``; ``None`` stays ``None``."""
+    if text is None:
+        return None
+    parts = text.lower().replace("×", "x").split("x")
+    if len(parts) != 2 or not all(part.strip().isdigit() and int(part) > 0 for part in parts):
+        raise ValidationError(f"--image-shape must look like HEIGHTxWIDTH (e.g. 28x28), got {text!r}")
+    return (int(parts[0]), int(parts[1]))
+
+
+def image_shape_of(model: nn.Module, given: tuple[int, int] | None = None) -> tuple[int, int] | None:
+    """The image shape to draw visible states with: given, else recorded by ``train``, else guessed."""
+    if given is not None:
+        return given
+    data = getattr(model, "metadata", {}).get("data", {})
+    shape = data.get("image_shape") if isinstance(data, dict) else None
+    if (
+        isinstance(shape, list)
+        and len(shape) == 2
+        and all(isinstance(side, int) and side > 0 for side in shape)
+        and shape[0] * shape[1] == model.layer_sizes[0]
+    ):
+        return (shape[0], shape[1])
+    return None  # plotting then draws a square if n_visible is one, else a row per state
+
+
+def report_written(paths: list[Path]) -> None:
+    """Say where every written file is (DESIGN.md: every command that writes says where)."""
+    for path in paths:
+        click.echo(f"wrote {path}")
+
+
+def format_seconds(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def format_table(header: list[str], rows: list[list[str]], *, indent: str = "  ") -> str:
+    """Rows of cells as aligned text columns: the first left-aligned, the others right-aligned."""
+    widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        first = cells[0].ljust(widths[0])
+        rest = [cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True)]
+        return (indent + "   ".join([first, *rest])).rstrip()
+
+    return "\n".join([line(header), *(line(row) for row in rows)])

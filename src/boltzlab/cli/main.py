@@ -1,0 +1,146 @@
+"""The ``boltzlab`` command: a click group, its subcommands, and how errors reach the user.
+
+Every deliberate error (:class:`~boltzlab.errors.BoltzlabError`: bad data, a corrupt model
+file, a bad option or config file), a missing or unreadable file, and any unexpected
+exception become one line ``error: ...`` on stderr and exit status 1; click's own usage
+errors keep their exit status 2; Ctrl-C prints one line and exits with 130 (128 + SIGINT).
+``--debug`` (before or after the subcommand) lets the exception through with its traceback.
+Warnings print as ``warning: ...`` lines without the source location.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import IO, Any
+
+import click
+import torch
+
+import boltzlab
+from boltzlab.cli import demo, info, logz, sample, train
+from boltzlab.cli.common import DEBUG_KEY, THREADS_KEY
+from boltzlab.errors import BoltzlabError
+
+__all__ = ["CommandError", "cli", "main"]
+
+EXIT_ERROR = 1
+EXIT_INTERRUPTED = 130
+
+
+class CommandError(click.ClickException):
+    """A failure shown as one ``error: ...`` line on stderr (click's default says ``Error:``)."""
+
+    def __init__(self, message: str, *, exit_code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"error: {self.format_message()}", file=file or sys.stderr)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _message(error: BaseException) -> str:
+    """A readable one-line description of ``error``."""
+    if isinstance(error, BoltzlabError):
+        return _one_line(str(error))
+    if isinstance(error, OSError) and error.strerror:
+        # "[Errno 2] No such file or directory: 'x'" reads better as "x: No such file or directory".
+        where = f"{error.filename}: " if error.filename is not None else ""
+        return _one_line(f"{where}{error.strerror}")
+    if isinstance(error, MemoryError):
+        return "out of memory; use fewer chains, a smaller model or a smaller batch"
+    detail = _one_line(str(error)) or "(no message)"
+    return (
+        f"unexpected {type(error).__name__}: {detail} "
+        "(run again with --debug for the traceback, and please report it)"
+    )
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: IO[str] | None = None,
+    line: str | None = None,
+) -> None:
+    click.echo(f"warning: {_one_line(str(message))}", err=True)
+
+
+class BoltzlabGroup(click.Group):
+    """A group that turns exceptions from its subcommands into one-line errors."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # Seen here, before any parsing, so --debug also covers errors raised while the
+        # subcommand's own options (e.g. --config) are still being read.
+        options = args[: args.index("--")] if "--" in args else args
+        if "--debug" in options:
+            ctx.meta[DEBUG_KEY] = True
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            try:
+                return super().invoke(ctx)
+            except (click.ClickException, click.exceptions.Exit, click.Abort):
+                raise
+            except KeyboardInterrupt:
+                if ctx.meta.get(DEBUG_KEY):
+                    raise
+                raise CommandError("interrupted", exit_code=EXIT_INTERRUPTED) from None
+            except Exception as error:
+                if ctx.meta.get(DEBUG_KEY):
+                    raise
+                raise CommandError(_message(error)) from error
+
+
+def _set_threads(ctx: click.Context, _param: click.Parameter, value: int | None) -> None:
+    if value is not None:
+        ctx.meta[THREADS_KEY] = value
+        torch.set_num_threads(value)
+
+
+@click.group(
+    cls=BoltzlabGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog="Run 'boltzlab COMMAND --help' for a command's options and an example.",
+)
+@click.version_option(boltzlab.__version__, "--version", prog_name="boltzlab")
+@click.option("--debug", is_flag=True, help="On an error, show the full traceback instead of one line.")
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    callback=_set_threads,
+    expose_value=False,
+    help="CPU threads for torch (default: 1 for models under 65,536 weights, else torch's choice).",
+)
+def cli(debug: bool) -> None:
+    """Train, sample and measure binary restricted Boltzmann machines.
+
+    \b
+    Example:
+      boltzlab demo --out demo-run
+      boltzlab train --data digits --hidden 16 --algorithm pcd --epochs 50 --out runs/digits
+      boltzlab logz runs/digits/model.safetensors --method ais
+      boltzlab sample runs/digits/model.safetensors --out samples.png
+      boltzlab info runs/digits/model.safetensors
+    """
+    if debug:
+        click.get_current_context().meta[DEBUG_KEY] = True
+
+
+cli.add_command(demo.demo)
+cli.add_command(train.train)
+cli.add_command(logz.logz)
+cli.add_command(sample.sample)
+cli.add_command(info.info)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``boltzlab`` script (``pyproject.toml``)."""
+    cli.main(args=argv, prog_name="boltzlab")

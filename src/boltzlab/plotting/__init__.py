@@ -1,0 +1,35 @@
+"""Plots of states, chains and training runs: functions that take results and an ``Axes``.
+
+The ``*_figure`` functions build the standard figures the command line writes, and
+:func:`save_figure` writes one as a PNG atomically. Nothing here uses ``pyplot``.
+"""
+
+from boltzlab.plotting.figures import (
+    chain_strip_figure,
+    figure_png,
+    samples_figure,
+    save_figure,
+    training_figure,
+)
+from boltzlab.plotting.samples import image_grid, plot_chain_strip, plot_samples
+from boltzlab.plotting.training import (
+    has_log_likelihood,
+    plot_log_likelihood,
+    plot_reconstruction_error,
+    records_of,
+)
+
+__all__ = [
+    "chain_strip_figure",
+    "figure_png",
+    "has_log_likelihood",
+    "image_grid",
+    "plot_chain_strip",
+    "plot_log_likelihood",
+    "plot_reconstruction_error",
+    "plot_samples",
+    "records_of",
+    "samples_figure",
+    "save_figure",
+    "training_figure",
+]
