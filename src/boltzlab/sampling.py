@@ -20,13 +20,17 @@ from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import TemperedModel
 from boltzlab.operators.base import Operator, StepInfo
+from boltzlab.registry import Registry
 from boltzlab.rng import resolve_generator
 from boltzlab.validation import as_binary_tensor, check_positive_int
 
 __all__ = [
     "SampleResult",
+    "SchemeInfo",
     "iterate",
     "register_sampler",
+    "register_scheme",
+    "run_scheme",
     "sample",
     "samplers",
 ]
@@ -81,22 +85,17 @@ def iterate(
 
 
 SamplerFunction = Callable[..., SampleResult]
-_SAMPLERS: dict[str, SamplerFunction] = {}
+_SAMPLERS: Registry[SamplerFunction] = Registry("sampler")
 
 
 def register_sampler(name: str) -> Callable[[SamplerFunction], SamplerFunction]:
     """Function decorator: make a sampler reachable as ``sample(model, sampler=name)``."""
-
-    def decorate(function: SamplerFunction) -> SamplerFunction:
-        _SAMPLERS[name] = function
-        return function
-
-    return decorate
+    return _SAMPLERS.register(name)
 
 
 def samplers() -> tuple[str, ...]:
     """Names accepted by :func:`sample`."""
-    return tuple(sorted(_SAMPLERS))
+    return _SAMPLERS.names()
 
 
 def initial_chains(
@@ -163,6 +162,117 @@ def sample_plain(
     )
 
 
+@dataclass(frozen=True)
+class SchemeInfo:
+    """Diagnostics of a tempering-scheme run (``sample(..., sampler="pt" | "st" | ...)``).
+
+    Attributes
+    ----------
+    scheme : str
+    operator : str
+    n_sweeps, burn_in : int
+    summary : Any
+        ``scheme.summarize(step_infos, final_state)`` — e.g. swap acceptance per pair,
+        level occupancy, per-chain temperature trajectories — or the tuple of per-step infos
+        when the scheme has no ``summarize``.
+    final_state : Any
+        The scheme's last state (for inspection or to continue the run).
+    """
+
+    scheme: str
+    operator: str
+    n_sweeps: int
+    burn_in: int
+    summary: Any
+    final_state: Any = field(repr=False)
+
+
+SchemeFactory = Callable[..., Any]
+_SCHEMES: Registry[SchemeFactory] = Registry("tempering scheme")
+
+
+def register_scheme(name: str) -> Callable[[SchemeFactory], SchemeFactory]:
+    """Decorator for ``factory(operator, **options) -> TemperingScheme``: makes the scheme a
+    sampler, ``sample(model, sampler=name, operator=..., **options)``."""
+
+    def decorate(factory: SchemeFactory) -> SchemeFactory:
+        _SCHEMES.add(name, factory)
+        _SAMPLERS.add(name, _scheme_sampler(name))
+        return factory
+
+    return decorate
+
+
+def run_scheme(
+    model: TemperedModel,
+    scheme: Any,
+    *,
+    n_chains: int,
+    n_sweeps: int,
+    generator: torch.Generator,
+    burn_in: int = 0,
+    keep_every: int = 0,
+    record_energy: bool = False,
+    state: Any = None,
+) -> SampleResult:
+    """Run a tempering scheme for ``burn_in + n_sweeps`` steps and collect its β = 1 chains.
+
+    Step infos of the ``n_sweeps`` recorded steps go to ``scheme.summarize`` when it exists.
+    """
+    state = scheme.init(model, n_chains, generator=generator) if state is None else state
+    for _ in range(burn_in):
+        state, _ = scheme.step(model, state, generator=generator)
+    kept, energies, infos = [], [], []
+    for sweep in range(n_sweeps):
+        state, info = scheme.step(model, state, generator=generator)
+        infos.append(info)
+        target = scheme.samples(state)
+        if record_energy:
+            energies.append(model.energy(target.layers))
+        if keep_every and (sweep + 1) % keep_every == 0:
+            kept.append(target.layers[0].clone())
+    summarize = getattr(scheme, "summarize", None)
+    return SampleResult(
+        chains=scheme.samples(state),
+        samples=torch.stack(kept) if kept else None,
+        energies=torch.stack(energies) if energies else None,
+        info=SchemeInfo(
+            scheme=getattr(scheme, "name", type(scheme).__name__),
+            operator=getattr(getattr(scheme, "operator", None), "name", "?"),
+            n_sweeps=n_sweeps,
+            burn_in=burn_in,
+            summary=summarize(infos, state) if summarize is not None else tuple(infos),
+            final_state=state,
+        ),
+    )
+
+
+_RUN_OPTIONS = ("burn_in", "keep_every", "record_energy")
+
+
+def _scheme_sampler(name: str) -> SamplerFunction:
+    def sample_with_scheme(
+        model: TemperedModel,
+        *,
+        operator: Operator,
+        chains: Chains | None,
+        n_sweeps: int,
+        generator: torch.Generator,
+        n_chains: int,
+        **options: Any,
+    ) -> SampleResult:
+        run_options = {key: options.pop(key) for key in _RUN_OPTIONS if key in options}
+        try:
+            scheme = _SCHEMES.get(name)(operator, **options)
+        except TypeError as error:
+            raise ValidationError(f"bad options for sampler {name!r}: {error}") from None
+        return run_scheme(
+            model, scheme, n_chains=n_chains, n_sweeps=n_sweeps, generator=generator, **run_options
+        )
+
+    return sample_with_scheme
+
+
 def sample(
     model: TemperedModel,
     *,
@@ -204,14 +314,26 @@ def sample(
     >>> tuple(result.samples.shape)
     (2, 13, 7)
     """
-    key = sampler.lower()
-    if key not in _SAMPLERS:
-        raise ValidationError(f"unknown sampler {sampler!r}; choose one of {', '.join(samplers())}")
+    sampler_function = _SAMPLERS.get(sampler)
     n_chains = check_positive_int(n_chains, "n_chains")
     n_sweeps = check_positive_int(n_sweeps, "n_sweeps")
     generator = resolve_generator(generator, model.device)
     op = operator_registry.get(operator, **(operator_params or {}))
+    if sampler in _SCHEMES:
+        if not (isinstance(init, str) and init == "base"):
+            raise ValidationError(
+                f"sampler {sampler!r} starts its own chains from the base; init= is for 'plain'"
+            )
+        return sampler_function(
+            model,
+            operator=op,
+            chains=None,
+            n_sweeps=n_sweeps,
+            generator=generator,
+            n_chains=n_chains,
+            **options,
+        )
     chains = initial_chains(model, n_chains, init=init, generator=generator)
-    return _SAMPLERS[key](
+    return sampler_function(
         model, operator=op, chains=chains, n_sweeps=n_sweeps, generator=generator, **options
     )

@@ -109,4 +109,4 @@ def test_adding_a_schedule_is_one_function():
         assert "test-quadratic" in schedules.available_schedules()
         assert torch.equal(get_schedule("test-quadratic", 4), linear(4) ** 2)
     finally:
-        del schedules._SCHEDULES["test-quadratic"]
+        schedules._SCHEDULES.remove("test-quadratic")

@@ -13,29 +13,24 @@ from typing import Any
 
 import torch
 
-from boltzlab.errors import ValidationError
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.models.base import TemperedModel
+from boltzlab.registry import Registry
 
 __all__ = ["estimate_log_z", "methods", "register_estimator"]
 
 EstimatorFunction = Callable[..., LogZEstimate]
-_ESTIMATORS: dict[str, EstimatorFunction] = {}
+_ESTIMATORS: Registry[EstimatorFunction] = Registry("method")
 
 
 def register_estimator(name: str) -> Callable[[EstimatorFunction], EstimatorFunction]:
     """Function decorator: make an estimator reachable as ``estimate_log_z(model, method=name)``."""
-
-    def decorate(function: EstimatorFunction) -> EstimatorFunction:
-        _ESTIMATORS[name] = function
-        return function
-
-    return decorate
+    return _ESTIMATORS.register(name)
 
 
 def methods() -> tuple[str, ...]:
     """Method names accepted by :func:`estimate_log_z`."""
-    return tuple(sorted(_ESTIMATORS))
+    return _ESTIMATORS.names()
 
 
 def estimate_log_z(
@@ -67,10 +62,7 @@ def estimate_log_z(
     >>> abs(ais.log_z - exact.log_z) < 5 * ais.stderr + 1e-3
     True
     """
-    key = method.lower().replace("_", "-")
-    if key not in _ESTIMATORS:
-        raise ValidationError(f"unknown method {method!r}; choose one of {', '.join(methods())}")
-    function = _ESTIMATORS[key]
-    if key == "exact":
+    function = _ESTIMATORS.get(method)
+    if function is _ESTIMATORS.get("exact"):
         return function(model, **options)
     return function(model, generator=generator, **options)

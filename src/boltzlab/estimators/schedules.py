@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from boltzlab.errors import ValidationError
+from boltzlab.registry import Registry
 from boltzlab.validation import check_positive_int
 
 __all__ = [
@@ -52,22 +53,17 @@ _SM08_COUNTS: tuple[int, int, int] = (500, 4_000, 10_000)
 DEFAULT_N_TEMPERATURES: int = sum(_SM08_COUNTS)
 
 ScheduleFunction = Callable[[int | None], Tensor]
-_SCHEDULES: dict[str, ScheduleFunction] = {}
+_SCHEDULES: Registry[ScheduleFunction] = Registry("schedule")
 
 
 def register_schedule(name: str) -> Callable[[ScheduleFunction], ScheduleFunction]:
     """Function decorator: make ``f(n_temperatures) -> betas`` reachable by ``name``."""
-
-    def decorate(function: ScheduleFunction) -> ScheduleFunction:
-        _SCHEDULES[name] = function
-        return function
-
-    return decorate
+    return _SCHEDULES.register(name)
 
 
 def available_schedules() -> tuple[str, ...]:
     """Schedule names accepted by :func:`get_schedule`."""
-    return tuple(sorted(_SCHEDULES))
+    return _SCHEDULES.names()
 
 
 @register_schedule("linear")
@@ -209,12 +205,7 @@ def get_schedule(schedule: str | Tensor | Sequence[float], n_temperatures: int |
     Tensor, shape (K + 1,), float64, on the CPU
     """
     if isinstance(schedule, str):
-        key = schedule.lower().replace("_", "-")
-        if key not in _SCHEDULES:
-            raise ValidationError(
-                f"unknown schedule {schedule!r}; choose one of {', '.join(available_schedules())}"
-            )
-        return validate_schedule(_SCHEDULES[key](n_temperatures))
+        return validate_schedule(_SCHEDULES.get(schedule)(n_temperatures))
     betas = validate_schedule(schedule)
     if n_temperatures is not None and n_temperatures != betas.numel() - 1:
         raise ValidationError(

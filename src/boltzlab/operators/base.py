@@ -25,6 +25,7 @@ from torch import Tensor
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, TemperedModel
+from boltzlab.registry import Registry
 from boltzlab.rng import fill_centered_uniform_, uniform_scale, uniform_workspace
 
 __all__ = [
@@ -71,6 +72,7 @@ class Operator(Protocol):
         *,
         generator: torch.Generator,
         terms: MarginalTerms | None = None,
+        reverse: bool = False,
     ) -> tuple[Chains, StepInfo]: ...
 
     def probability_on(self, logits: Tensor, current: Tensor) -> Tensor: ...
@@ -137,6 +139,7 @@ class LayerwiseOperator(ABC):
         *,
         generator: torch.Generator,
         terms: MarginalTerms | None = None,
+        reverse: bool = False,
     ) -> tuple[Chains, StepInfo]:
         """One sweep of every layer group in ``model.update_groups`` order.
 
@@ -149,14 +152,19 @@ class LayerwiseOperator(ABC):
         terms : MarginalTerms, optional
             ``model.marginal_terms(chains.layers)`` if the caller already has it: the first
             group's logits are then ``β·terms.preactivation`` and its matrix product is skipped.
+        reverse : bool, default False
+            Update the groups in the opposite order (for an RBM: visible, then hidden). The
+            reversed sweep is the time reversal of the forward one, as tempered transitions
+            need (each group update is itself reversible).
 
         Returns
         -------
         (Chains, StepInfo)
         """
         layers = list(chains.layers)
-        for group_index, group in enumerate(model.update_groups):
-            if group_index == 0 and terms is not None:
+        groups = model.update_groups[::-1] if reverse else model.update_groups
+        for group_index, group in enumerate(groups):
+            if group_index == 0 and terms is not None and not reverse:
                 joint = terms.preactivation * chains.beta[:, None]
                 sizes = [model.layer_sizes[i] for i in group]
                 logits = list(torch.split(joint, sizes, dim=1)) if len(group) > 1 else [joint]
@@ -172,22 +180,17 @@ class LayerwiseOperator(ABC):
         return f"{type(self).__name__}()"
 
 
-_REGISTRY: dict[str, Callable[..., Operator]] = {}
+_OPERATORS: Registry[Callable[..., Operator]] = Registry("operator")
 
 
 def register(name: str) -> Callable[[type], type]:
     """Class decorator: make an operator reachable as ``operators.get(name, **params)``."""
-
-    def decorate(cls: type) -> type:
-        _REGISTRY[name] = cls
-        return cls
-
-    return decorate
+    return _OPERATORS.register(name)
 
 
 def available() -> tuple[str, ...]:
     """Names accepted by :func:`get`."""
-    return tuple(sorted(_REGISTRY))
+    return _OPERATORS.names()
 
 
 def get(name: str | Operator, **params: Any) -> Operator:
@@ -201,10 +204,8 @@ def get(name: str | Operator, **params: Any) -> Operator:
         if params:
             raise ValidationError("parameters can only be given with an operator name")
         return name
-    key = name.lower().replace("_", "-")
-    if key not in _REGISTRY:
-        raise ValidationError(f"unknown operator {name!r}; choose one of {', '.join(available())}")
+    factory = _OPERATORS.get(name)
     try:
-        return _REGISTRY[key](**params)
+        return factory(**params)
     except TypeError as error:
         raise ValidationError(f"bad parameters for operator {name!r}: {error}") from None
