@@ -5,7 +5,7 @@
 >>> log_z = bl.exact_log_z(model)
 """
 
-from boltzlab import data, errors, evaluation, operators, rng
+from boltzlab import data, errors, evaluation, operators, rng, tempering
 from boltzlab.chains import Chains
 from boltzlab.estimators import LogZEstimate, estimate_log_z, exact_log_z
 from boltzlab.evaluation import log_likelihood
@@ -28,6 +28,7 @@ __all__ = [
     "operators",
     "rng",
     "sample",
+    "tempering",
     "train",
 ]
 

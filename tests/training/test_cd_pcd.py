@@ -229,7 +229,7 @@ def test_data_validation() -> None:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ({"algorithm": "cdd"}, "unknown algorithm 'cdd'; choose one of cd, pcd"),
+        ({"algorithm": "cdd"}, "unknown algorithm 'cdd'; choose one of .*cd, .*pcd"),
         ({"operator": "metropolis"}, "unknown operator 'metropolis'"),
         ({"operator": "mixture", "operator_params": {"beta": 2}}, "bad parameters for operator"),
         ({"algorithm": "pcd", "algorithm_params": {"init": "zeros"}}, "init must be one of data, base"),

@@ -1,6 +1,7 @@
 """Training: how parameters move — data term − model term, stepped by ``torch.optim``.
 
-``train(model, data, algorithm="cd" | "pcd", operator="gibbs" | "flip" | "mixture", ...)``
+``train(model, data, algorithm="cd" | "pcd" | "fpcd" | "pt" | "ast" | "cast" | "trans-sap",
+operator="gibbs" | "flip" | "mixture", ...)``
 runs CD-k (Hinton 2002) or PCD-k (Tieleman 2008) with any transition operator. The negative
 phase is a pluggable :class:`NegativePhase`; the data term is the model's
 :class:`Objective`; callbacks track, log, checkpoint and stop.
@@ -16,6 +17,7 @@ from boltzlab.training.callbacks import (
     RunView,
 )
 from boltzlab.training.cd import CDState, ContrastiveDivergence
+from boltzlab.training.fpcd import FastPersistentContrastiveDivergence, FastPersistentState, with_parameters
 from boltzlab.training.negative import (
     NegativePhase,
     NegativePhaseBase,
@@ -42,9 +44,17 @@ from boltzlab.training.state import (
     TrainState,
     find_latest_checkpoint,
 )
+from boltzlab.training.tempered import (
+    AdaptiveTemperingLearning,
+    AdaptiveTemperingLearningState,
+    SchemePhase,
+    SchemePhaseState,
+)
 from boltzlab.training.trainer import train
 
 __all__ = [
+    "AdaptiveTemperingLearning",
+    "AdaptiveTemperingLearningState",
     "CDState",
     "CSVLogger",
     "Callback",
@@ -53,6 +63,8 @@ __all__ = [
     "ContrastiveDivergence",
     "EarlyStopping",
     "ExactLikelihoodTracker",
+    "FastPersistentContrastiveDivergence",
+    "FastPersistentState",
     "InverseSchedule",
     "LinearSchedule",
     "NegativePhase",
@@ -63,6 +75,8 @@ __all__ = [
     "ProgressBar",
     "RBMObjective",
     "RunView",
+    "SchemePhase",
+    "SchemePhaseState",
     "SufficientStatistics",
     "TrainConfig",
     "TrainRecord",
@@ -79,4 +93,5 @@ __all__ = [
     "objective_for",
     "register_phase",
     "train",
+    "with_parameters",
 ]

@@ -70,7 +70,10 @@ class TrainingLoop:
         self._data = data
         self._validation_data = validation_data
         self._config = config
-        self.phase = phase
+        # A phase whose defaults depend on the run (FPCD's fast learning rate defaults to the
+        # initial learning rate) resolves them here; phases without ``for_run`` pass through.
+        for_run = getattr(phase, "for_run", None)
+        self.phase = for_run(learning_rate=config.learning_rate) if callable(for_run) else phase
         self.objective = objective
         self.schedule = schedule
         self.generator = generator

@@ -23,6 +23,7 @@ from torch import Tensor
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.operators.base import Operator
+from boltzlab.registry import Registry
 
 __all__ = [
     "NegativePhase",
@@ -143,22 +144,17 @@ def chains_from_tensors(
 
 
 PhaseFactory = Callable[..., NegativePhase]
-_REGISTRY: dict[str, PhaseFactory] = {}
+_PHASES: Registry[PhaseFactory] = Registry("algorithm")
 
 
 def register_phase(name: str) -> Callable[[PhaseFactory], PhaseFactory]:
     """Decorator: make ``factory(*, operator, k, n_chains, **params)`` reachable by ``name``."""
-
-    def decorate(factory: PhaseFactory) -> PhaseFactory:
-        _REGISTRY[name] = factory
-        return factory
-
-    return decorate
+    return _PHASES.register(name)
 
 
 def available_phases() -> tuple[str, ...]:
     """Names accepted as ``train(..., algorithm=name)``."""
-    return tuple(sorted(_REGISTRY))
+    return _PHASES.names()
 
 
 def get_phase(
@@ -176,10 +172,8 @@ def get_phase(
                 f"algorithm must be one of {', '.join(available_phases())} or a NegativePhase, got {name!r}"
             )
         return name
-    key = name.lower().replace("_", "-")
-    if key not in _REGISTRY:
-        raise ValidationError(f"unknown algorithm {name!r}; choose one of {', '.join(available_phases())}")
+    factory = _PHASES.get(name)
     try:
-        return _REGISTRY[key](operator=operator, k=k, n_chains=n_chains, **params)
+        return factory(operator=operator, k=k, n_chains=n_chains, **params)
     except TypeError as error:
         raise ValidationError(f"bad algorithm_params for {name!r}: {error}") from None

@@ -92,17 +92,21 @@ def train(
         Trained in place, in its own dtype and on its own device.
     data : Tensor or array, shape (n_examples, n_visible), values 0/1
         Not modified.
-    algorithm : {"cd", "pcd"} or NegativePhase, default "cd"
-        Where the model-term samples come from (CD restarts at the minibatch; PCD keeps
-        ``n_chains`` persistent chains). A :class:`~boltzlab.training.NegativePhase` object
-        plugs in any other sampler.
+    algorithm : {"cd", "pcd", "fpcd", "pt", "ast", "cast", "trans-sap"} or NegativePhase, default "cd"
+        Where the model-term samples come from: CD restarts at the minibatch; PCD/SAP keeps
+        ``n_chains`` persistent chains; FPCD samples with slow + fast weights; PT, CAST and
+        Trans-SAP move persistent chains with a tempering scheme; AST alternates SAP updates
+        with adaptive simulated tempering runs (see :mod:`boltzlab.training.tempered`). A
+        :class:`~boltzlab.training.NegativePhase` object plugs in any other sampler.
     algorithm_params : dict, optional
-        Extra settings of the negative phase, e.g. ``{"init": "base"}`` for PCD.
+        Extra settings of the negative phase, e.g. ``{"init": "base"}`` for PCD,
+        ``{"n_levels": 20}`` for PT, ``{"lag": 50}`` for CAST.
     operator : {"gibbs", "flip", "mixture"} or Operator, default "gibbs"
     operator_params : dict, optional
         E.g. ``{"alpha": 0.5}`` for the mixture.
     k : int, default 1
-        Operator sweeps per update.
+        Negative-phase steps per update: operator sweeps for CD, PCD and FPCD; scheme steps
+        for PT, CAST and Trans-SAP; plain sweeps between tempering runs for AST.
     n_chains : int, default 100
         Persistent chains (PCD); CD uses one chain per minibatch example.
     batch_size : int, default 100

@@ -1,0 +1,79 @@
+"""The tempering-scheme contract and the moves every scheme shares.
+
+A tempering scheme makes several temperatures cooperate around *any* transition operator
+(DESIGN.md): it never imports a concrete operator, it is given one.
+
+    scheme.init(model, n_chains, *, generator) -> state
+    scheme.step(model, state, *, generator)    -> (state, info)
+    scheme.samples(state)                      -> Chains     # the β = 1 chains
+    scheme.state_tensors(state) / scheme.state_from_tensors(model, tensors)
+
+States are frozen dataclasses; ``step`` returns a new one and never modifies its input.
+``info`` holds per-step diagnostics and is never carried forward.
+
+**Moves on the summed-out state.** Swap and temperature moves are accepted with the
+summed-out densities ``log f_β(x)`` (hidden units, or a DBM's odd layers, summed out:
+ALGORITHMS.md §2.3–2.5), which is lower-variance than the joint energy. Such a move is a
+valid Metropolis step for the marginal of the kept layers only, so the summed-out layers are
+then redrawn from their exact conditional at the chain's (possibly new) β — a collapsed
+Gibbs step. Gibbs sweeps would redraw them first anyway; state-dependent operators such as
+flip-the-state need it (without it their next sweep starts from a hidden state drawn at
+another temperature, which biases the chain; the same fix keeps AIS exact). The redraw costs
+no matrix product: it reuses the pre-activations of ``marginal_terms``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+
+from boltzlab.chains import Chains
+from boltzlab.models.base import MarginalTerms, TemperedModel
+from boltzlab.rng import sample_bernoulli
+
+__all__ = ["TemperingScheme", "metropolis_accept", "redraw_summed_layers"]
+
+
+@runtime_checkable
+class TemperingScheme(Protocol):
+    """A sampler that runs an operator at several temperatures (see module docstring)."""
+
+    name: str
+
+    def init(self, model: TemperedModel, n_chains: int, *, generator: torch.Generator) -> Any: ...
+
+    def step(self, model: TemperedModel, state: Any, *, generator: torch.Generator) -> tuple[Any, Any]: ...
+
+    def samples(self, state: Any) -> Chains: ...
+
+
+def metropolis_accept(log_ratio: Tensor, *, generator: torch.Generator) -> Tensor:
+    """Boolean acceptance of Metropolis moves with log acceptance ratios ``log_ratio``.
+
+    ``accept = log(u) < log_ratio`` with ``u ~ U(0, 1)``; NaN ratios are rejected (a broken
+    proposal must not poison the chain). Shape and device of ``log_ratio``.
+    """
+    uniform = torch.rand(log_ratio.shape, generator=generator, dtype=torch.float64, device=log_ratio.device)
+    ratio = torch.nan_to_num(log_ratio.to(torch.float64), nan=-torch.inf)
+    return torch.log(uniform) < ratio
+
+
+def redraw_summed_layers(
+    model: TemperedModel, chains: Chains, terms: MarginalTerms, *, generator: torch.Generator
+) -> Chains:
+    """Redraw the layers of ``model.update_groups[0]`` from their conditional at each chain's β.
+
+    ``terms`` must be ``model.marginal_terms(chains.layers)`` (the kept layers are unchanged
+    by the redraw, so the terms stay valid). Returns new chains; the input is not modified.
+    """
+    group = model.update_groups[0]
+    logits = terms.preactivation * chains.beta[:, None].to(terms.preactivation.dtype)
+    probability = torch.sigmoid(logits)
+    sizes = [model.layer_sizes[index] for index in group]
+    parts = torch.split(probability, sizes, dim=1) if len(group) > 1 else (probability,)
+    layers = list(chains.layers)
+    for index, part in zip(group, parts, strict=True):
+        layers[index] = sample_bernoulli(part.contiguous(), generator=generator).to(chains.dtype)
+    return Chains(layers=tuple(layers), beta=chains.beta)
