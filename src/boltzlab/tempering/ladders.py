@@ -130,7 +130,9 @@ def resolve(
     if ladder is not None and n_levels is not None and n_levels != resolved.size:
         raise ValidationError(f"n_levels={n_levels} but the {name} has {resolved.size} levels")
     if resolved.size < 2:
-        raise ValidationError(f"a tempered sampler needs a {name} of at least two levels, got {resolved.size}")
+        raise ValidationError(
+            f"a tempered sampler needs a {name} of at least two levels, got {resolved.size}"
+        )
     return resolved
 
 
