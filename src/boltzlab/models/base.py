@@ -54,6 +54,8 @@ class MarginalTerms:
         Terms linear in β: ``−E`` restricted to the kept layers (e.g. ``b·v`` for an RBM).
     preactivation : Tensor, shape (n, n_summed)
         β-free input of each summed-out unit (``c + vW`` for an RBM), in the model's dtype.
+        A model with nothing to sum out (a continuous family, whose ``log f_β`` is linear
+        in β) has ``n_summed = 0`` and an empty ``update_groups[0]``.
     """
 
     base: Tensor

@@ -69,6 +69,8 @@ def redraw_summed_layers(
     by the redraw, so the terms stay valid). Returns new chains; the input is not modified.
     """
     group = model.update_groups[0]
+    if not group:  # nothing is summed out (e.g. a continuous model): nothing to redraw
+        return chains
     logits = terms.preactivation * chains.beta[:, None].to(terms.preactivation.dtype)
     probability = torch.sigmoid(logits)
     sizes = [model.layer_sizes[index] for index in group]
