@@ -28,6 +28,7 @@ __all__ = [
     "SampleResult",
     "SchemeInfo",
     "iterate",
+    "make_scheme",
     "register_sampler",
     "register_scheme",
     "run_scheme",
@@ -201,6 +202,19 @@ def register_scheme(name: str) -> Callable[[SchemeFactory], SchemeFactory]:
         return factory
 
     return decorate
+
+
+def make_scheme(name: str, operator: str | Operator = "gibbs", **options: Any) -> Any:
+    """The registered tempering scheme ``name`` around ``operator``, built with ``options``.
+
+    For callers that own the loop (``scheme.init`` / ``scheme.step``) instead of collecting a
+    :class:`SampleResult`, e.g. to stream statistics without keeping every state.
+    """
+    factory = _SCHEMES.get(name)
+    try:
+        return factory(operator_registry.get(operator), **options)
+    except TypeError as error:
+        raise ValidationError(f"bad options for tempering scheme {name!r}: {error}") from None
 
 
 def run_scheme(

@@ -1,5 +1,21 @@
 """Evaluation: log-likelihood, exact transition matrices, mixing diagnostics."""
 
+from boltzlab.evaluation.diagnostics import (
+    TIED,
+    AutocorrelationTime,
+    ShortChainWarning,
+    SlemStudyResult,
+    autocorrelation_function,
+    autocovariance,
+    class_templates,
+    count_mode_changes,
+    effective_sample_size,
+    integrated_autocorrelation_time,
+    nearest_template,
+    operator_slem,
+    slem_study,
+    steps_to_first_change,
+)
 from boltzlab.evaluation.likelihood import log_likelihood, log_unnormalized
 from boltzlab.evaluation.transition import (
     group_transition_matrix,
@@ -10,11 +26,25 @@ from boltzlab.evaluation.transition import (
 )
 
 __all__ = [
+    "TIED",
+    "AutocorrelationTime",
+    "ShortChainWarning",
+    "SlemStudyResult",
+    "autocorrelation_function",
+    "autocovariance",
+    "class_templates",
+    "count_mode_changes",
+    "effective_sample_size",
     "group_transition_matrix",
+    "integrated_autocorrelation_time",
     "is_primitive",
     "log_likelihood",
     "log_unnormalized",
+    "nearest_template",
+    "operator_slem",
     "slem",
+    "slem_study",
+    "steps_to_first_change",
     "transition_matrix",
     "unit_transition_matrix",
 ]

@@ -4,6 +4,12 @@ The ``*_figure`` functions build the standard figures the command line writes, a
 :func:`save_figure` writes one as a PNG atomically. Nothing here uses ``pyplot``.
 """
 
+from boltzlab.plotting.diagnostics import (
+    plot_autocorrelation,
+    plot_level_occupancy,
+    plot_slem_fraction,
+    plot_temperature_trajectories,
+)
 from boltzlab.plotting.figures import (
     chain_strip_figure,
     figure_png,
@@ -24,10 +30,14 @@ __all__ = [
     "figure_png",
     "has_log_likelihood",
     "image_grid",
+    "plot_autocorrelation",
     "plot_chain_strip",
+    "plot_level_occupancy",
     "plot_log_likelihood",
     "plot_reconstruction_error",
     "plot_samples",
+    "plot_slem_fraction",
+    "plot_temperature_trajectories",
     "records_of",
     "samples_figure",
     "save_figure",
