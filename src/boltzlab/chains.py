@@ -1,7 +1,8 @@
 """The state of a batch of Markov chains over a layered binary model.
 
 ``Chains`` is a frozen dataclass: a step returns a new one and never changes its input.
-Axis 0 of every tensor is the chain axis. Layers hold 0/1 values in the model's dtype.
+Axis 0 of every tensor is the chain axis. Layers hold 0/1 values in the model's dtype
+(real values for a continuous family).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ class Chains:
     Attributes
     ----------
     layers : tuple of Tensor
-        One tensor per layer, shape ``(n_chains, n_units_of_layer)``, values 0/1, all of the
-        same floating dtype and device. For an RBM: ``(v, h)``.
+        One tensor per layer, shape ``(n_chains, n_units_of_layer)``, all of the same floating
+        dtype and device: 0/1 values for binary models (an RBM: ``(v, h)``), real values for
+        a continuous family (``(x,)``).
     beta : Tensor, shape (n_chains,)
         Inverse temperature of each chain on the model's tempered family (1 = the model,
         0 = its tractable base), same dtype and device as the layers.

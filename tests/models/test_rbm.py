@@ -166,7 +166,8 @@ def test_exact_log_z_of_a_784_by_20_rbm_takes_seconds(two_threads):
     start = time.perf_counter()
     value = bl.exact_log_z(model)
     elapsed = time.perf_counter() - start
-    assert math.isfinite(value) and elapsed < 30.0
+    # About 5 s on 2 idle cores; the bound leaves room for a busy CI machine.
+    assert math.isfinite(value) and elapsed < 60.0
     # Same value from the float64 copy of the model: enumeration is float64 internally.
     assert bl.exact_log_z(model.to(torch.float64)) == pytest.approx(value, abs=1e-9)
 

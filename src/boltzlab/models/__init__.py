@@ -8,9 +8,11 @@ from boltzlab.models.base import (
     path_derivative,
 )
 from boltzlab.models.rbm import RBM, all_binary_states
+from boltzlab.models.toy import GaussianMixtureFamily
 
 __all__ = [
     "RBM",
+    "GaussianMixtureFamily",
     "MarginalTerms",
     "TemperedModel",
     "all_binary_states",

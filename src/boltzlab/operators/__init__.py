@@ -6,11 +6,13 @@
 from boltzlab.operators.base import LayerwiseOperator, Operator, StepInfo, available, get, register
 from boltzlab.operators.flip import FlipOperator
 from boltzlab.operators.gibbs import GibbsOperator
+from boltzlab.operators.hmc import HMCOperator
 from boltzlab.operators.mixture import MixtureOperator
 
 __all__ = [
     "FlipOperator",
     "GibbsOperator",
+    "HMCOperator",
     "LayerwiseOperator",
     "MixtureOperator",
     "Operator",

@@ -75,8 +75,6 @@ class Operator(Protocol):
         reverse: bool = False,
     ) -> tuple[Chains, StepInfo]: ...
 
-    def probability_on(self, logits: Tensor, current: Tensor) -> Tensor: ...
-
 
 class LayerwiseOperator(ABC):
     """An operator defined by its single-unit update probability.
