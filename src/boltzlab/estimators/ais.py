@@ -33,7 +33,7 @@ import math
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -43,9 +43,9 @@ from torch import Tensor
 from boltzlab import operators
 from boltzlab.chains import Chains
 from boltzlab.errors import DivergenceError, ValidationError
+from boltzlab.estimators.adaptive_schedules import ScheduleInfo, resolve_schedule
 from boltzlab.estimators.registry import register_estimator
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.schedules import get_schedule
 from boltzlab.models.base import MarginalTerms, TemperedModel
 from boltzlab.numerics import ess, log_ess, log_mean_exp, log_mean_exp_stderr
 from boltzlab.operators.base import Operator
@@ -81,6 +81,9 @@ class AISInfo:
     operator : str
         Name of the transition operator.
     n_chains : int
+    schedule_info : ScheduleInfo or None
+        How the schedule was made: for ``"varopt"``/``"gms13"`` the measured g, the pilot's
+        on-the-fly ESS and its cost; the deceleration δ if one was applied.
     """
 
     log_weights: Tensor
@@ -89,6 +92,7 @@ class AISInfo:
     log_ess_trace: Tensor | None
     operator: str
     n_chains: int
+    schedule_info: ScheduleInfo | None = None
 
 
 @register_estimator("ais")
@@ -101,6 +105,8 @@ def ais(
     operator: str | Operator = "gibbs",
     generator: torch.Generator | int | None = None,
     record_ess: bool = True,
+    decelerate: float | None = None,
+    schedule_options: Mapping[str, Any] | None = None,
     **unknown: Any,
 ) -> LogZEstimate:
     """Estimate ``log Z`` by annealed importance sampling from the model's base.
@@ -117,8 +123,11 @@ def ais(
         ``K``, the number of increments (schedule length minus one); each chain makes
         ``K − 1`` sweeps. Default: the schedule's own (14,500 for ``"sm08"``, the
         Salakhutdinov & Murray 2008 grid, and for ``"linear"``).
-    schedule : {"sm08", "linear"} or Tensor or sequence of float, default "sm08"
+    schedule : {"sm08", "linear", "varopt", "gms13"} or Tensor or sequence of float, default "sm08"
         A registered schedule name or explicit ascending βs from 0 to 1, shape ``(K + 1,)``.
+        ``"varopt"`` (Kiwaki 2015) and ``"gms13"`` (Grosse et al. 2013) first measure the
+        model with a short run (:mod:`boltzlab.estimators.adaptive_schedules`); its sweeps
+        are counted in ``cost_sweeps``.
     operator : str or Operator, default "gibbs"
         Transition operator, by name (``operators.get``) or an instance, e.g.
         ``operators.get("mixture", alpha=0.5)``.
@@ -126,13 +135,19 @@ def ais(
         Randomness (a seed is accepted); on the model's device.
     record_ess : bool, default True
         Keep the running log-ESS after every temperature in ``info.log_ess_trace``.
+    decelerate : float, optional
+        Cap every increment of the schedule at this δ, stretching the later ones
+        (Kiwaki's deceleration, e.g. ``schedule="varopt", decelerate=0.006``); needs ``K·δ ≥ 1``.
+    schedule_options : mapping, optional
+        Options of an adaptive schedule, e.g. ``{"pilot_chains": 200, "pilot_temperatures": 500}``
+        for ``"varopt"`` (see ``adaptive_schedules.varopt`` and ``gms13``).
 
     Returns
     -------
     LogZEstimate
         ``log_z = log mean exp(log w)`` in nats; ``stderr`` by the delta method
-        (``std(w / mean w) / sqrt(M)``); ``bound="lower"``; ``cost_sweeps = M·(K − 1)``;
-        ``info`` an :class:`AISInfo`.
+        (``std(w / mean w) / sqrt(M)``); ``bound="lower"``; ``cost_sweeps = M·(K − 1)``
+        plus the adaptive schedule's measuring sweeps; ``info`` an :class:`AISInfo`.
 
     Raises
     ------
@@ -153,15 +168,24 @@ def ais(
     if unknown:
         raise ValidationError(
             f"unknown AIS option(s) {', '.join(sorted(unknown))}; AIS takes n_chains, n_temperatures, "
-            "schedule, operator, generator, record_ess"
+            "schedule, operator, generator, record_ess, decelerate, schedule_options"
         )
     n_chains = check_positive_int(n_chains, "n_chains")
-    betas = get_schedule(schedule, n_temperatures)
     transition = operators.get(operator)
     if not callable(getattr(transition, "step", None)):
         raise ValidationError(f"operator must be a name or an object with a step() method, got {operator!r}")
-    _warn_if_uniform_base(model)
     generator = resolve_generator(generator, model.device)
+    schedule_info = resolve_schedule(
+        model,
+        schedule,
+        n_temperatures,
+        operator=transition,
+        generator=generator,
+        decelerate=decelerate,
+        options=schedule_options,
+    )
+    _warn_if_uniform_base(model)
+    betas = schedule_info.betas
 
     log_weights, log_ess_trace = _anneal(
         model,
@@ -181,12 +205,13 @@ def ais(
         log_ess_trace=log_ess_trace,
         operator=str(getattr(transition, "name", type(transition).__name__)),
         n_chains=n_chains,
+        schedule_info=schedule_info,
     )
     return LogZEstimate(
         log_z=float(log_mean_exp(log_weights)),  # + log Z_0, which is 0 for the normalised base
         stderr=log_mean_exp_stderr(log_weights),
         method="ais",
-        cost_sweeps=n_chains * (betas.numel() - 2),
+        cost_sweeps=n_chains * (betas.numel() - 2) + schedule_info.cost_sweeps,
         bound="lower",
         info=info,
     )

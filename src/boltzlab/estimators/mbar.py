@@ -1,0 +1,300 @@
+"""MBAR estimates of ``log Z`` from tempered samples, through ``pymbar``.
+
+Shirts & Chodera (2008), "Statistically optimal analysis of samples from multiple equilibrium
+states", J. Chem. Phys. 129, 124105, eq. 11 (the self-consistent equations); equivalently
+UWHAM / reverse logistic regression (Tan et al. 2012); compared with RTS in Carlson, Stinson,
+Pakman & Paninski (2016), ICML, eq. 18 and Fig. 4; ALGORITHMS.md §4.5. Pooling the samples
+``x_n`` of all levels, with ``N_k`` of them drawn at level ``k``,
+
+    Z_k = Σ_n f_k(x_n) / Σ_l N_l f_l(x_n)/Z_l,
+
+solved by ``pymbar.MBAR`` (not re-implemented here) on the reduced potentials
+``u_kn = −log f_k(x_n)`` (hidden-summed, normalised base; ALGORITHMS §4.5 "with the hidden
+units summed out"). ``log Z(β_k) = f_0 − f_k`` in pymbar's dimensionless free energies, and
+``log Z(0) = 0``. Each sample's row is shifted by its maximum first: the equations are
+invariant to a per-sample constant, and the shift keeps the numbers small.
+
+**Samples.** The long run of :func:`~boltzlab.estimators.tempered_samples.collect_tempered_samples`
+(the RTS sampler with its adapted ``Ẑ``); sample ``n`` belongs to the level drawn for it from
+``q(β | x_n)``, so ``(x_n, k_n)`` is a draw from the joint and ``x_n | k_n ~ p_{k_n}``. MBAR
+holds all ``N × K`` log-densities in memory, so the run is thinned to every ``t``-th sweep
+with the smallest ``t`` keeping at most ``max_log_densities`` (10⁶) values.
+
+**Error bars.** pymbar's analytical uncertainty assumes independent samples; consecutive
+sweeps of a chain are not. The default ``error="jackknife"`` deletes one of ``n_groups``
+groups of whole chains at a time (groups are independent) and warm-starts each re-solve from
+the full solution; ``error="analytic"`` reports pymbar's value. Both are in ``info``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from boltzlab.errors import ValidationError
+from boltzlab.estimators.registry import register_estimator
+from boltzlab.estimators.result import LogZEstimate
+from boltzlab.estimators.tempered_samples import TemperedSamples, collect_for_method, validated_choice
+from boltzlab.models.base import TemperedModel
+from boltzlab.validation import check_positive_int
+
+__all__ = ["MBARInfo", "mbar", "mbar_from_samples", "mbar_log_z"]
+
+ERRORS = ("jackknife", "analytic")
+
+
+@dataclass(frozen=True)
+class MBARInfo:
+    """Diagnostics of an MBAR estimate.
+
+    Attributes
+    ----------
+    betas : Tensor, shape (K,), float64
+    log_z_levels : Tensor, shape (K,), float64
+        ``log Z(β_k)`` of every level (``log_z_levels[-1]`` is the estimate).
+    stderr_levels : Tensor, shape (K,), float64
+        The reported standard errors (jackknife or analytic, per ``error``).
+    analytic_stderr_levels : Tensor, shape (K,), float64
+        pymbar's analytical uncertainty (valid for independent samples only).
+    jackknife_stderr_levels : Tensor, shape (K,), float64, or None
+        Delete-one-group jackknife over groups of chains (``None`` for ``error="analytic"``).
+    samples_per_level : Tensor, shape (K,), int64
+        ``N_k`` of the thinned samples.
+    thinning : int
+        Every how many long-run sweeps a sample was kept.
+    error : {"jackknife", "analytic"}
+    samples : TemperedSamples
+    """
+
+    betas: Tensor
+    log_z_levels: Tensor
+    stderr_levels: Tensor
+    analytic_stderr_levels: Tensor
+    jackknife_stderr_levels: Tensor | None
+    samples_per_level: Tensor
+    thinning: int
+    error: str
+    samples: TemperedSamples
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Swallow what pymbar prints (an import banner about JAX, solver chatter)."""
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        yield
+
+
+@contextlib.contextmanager
+def _blas_threads_like_torch() -> Iterator[None]:
+    """Run NumPy's BLAS (pymbar's Hessians) on as many threads as torch is allowed.
+
+    OpenBLAS otherwise starts one thread per core whatever torch was told; on a shared
+    machine that oversubscription made MBAR 3x slower. ``threadpoolctl`` comes with
+    scikit-learn, a dependency.
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - scikit-learn always brings it
+        yield
+        return
+    with threadpool_limits(limits=torch.get_num_threads(), user_api="blas"):
+        yield
+
+
+def _reduced_potentials(log_densities: Tensor, levels: Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """pymbar's ``u_kn`` (samples sorted by level, rows shifted by their maximum), ``N_k``, order."""
+    densities = log_densities.detach().to(torch.float64).cpu().numpy()
+    level_index = levels.detach().cpu().numpy().astype(np.int64)
+    order = np.argsort(level_index, kind="stable")
+    shifted = densities[order] - densities[order].max(1, keepdims=True)
+    return np.ascontiguousarray(-shifted.T), np.bincount(level_index, minlength=densities.shape[1]), order
+
+
+def _solve(
+    reduced: np.ndarray, counts: np.ndarray, initial_free_energies: np.ndarray | None, *, uncertainty: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """``f_k − f_0`` and pymbar's analytical uncertainty of it (NaN unless ``uncertainty``)."""
+    with _quiet():
+        import pymbar
+
+        solver = pymbar.MBAR(reduced, counts, initial_f_k=initial_free_energies)
+        result = solver.compute_free_energy_differences(compute_uncertainty=uncertainty)
+    free_energies = result["Delta_f"][0]
+    return free_energies, result["dDelta_f"][0] if uncertainty else np.full_like(free_energies, np.nan)
+
+
+def mbar_log_z(
+    log_densities: Tensor,
+    levels: Tensor,
+    *,
+    initial_log_z: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """``log Z_k − log Z_0`` by ``pymbar.MBAR`` from pooled samples, with pymbar's uncertainty.
+
+    Parameters
+    ----------
+    log_densities : Tensor, shape (N, K), float64
+        ``log f_k(x_n)`` of every sample at every level.
+    levels : Tensor, shape (N,), int64
+        The level each sample was drawn at.
+    initial_log_z : Tensor, shape (K,), optional
+        A starting guess (e.g. the sampler's ``log Ẑ``); pymbar's ``initial_f_k = −initial_log_z``.
+
+    Returns
+    -------
+    log_z : Tensor, shape (K,), float64
+    stderr : Tensor, shape (K,), float64
+        pymbar's analytical uncertainty (independent samples assumed).
+    """
+    reduced, counts, _ = _reduced_potentials(log_densities, levels)
+    initial = None if initial_log_z is None else -initial_log_z.detach().cpu().numpy().astype(np.float64)
+    with _blas_threads_like_torch():
+        free_energies, uncertainty = _solve(reduced, counts, initial, uncertainty=True)
+    return torch.as_tensor(-free_energies, dtype=torch.float64), torch.as_tensor(
+        uncertainty, dtype=torch.float64
+    )
+
+
+def _one_step_replicate(reduced: np.ndarray, counts: np.ndarray, free_energies: np.ndarray) -> np.ndarray:
+    """``f − f_0`` of a subsample by one Newton step of pymbar's objective from ``free_energies``.
+
+    The subsample's solution differs from the full one by about a standard error, where the
+    convex MBAR objective is quadratic to high accuracy, so one step (pymbar's own gradient and
+    Hessian) gives the re-solved ``f`` to second order at a tenth of a full solve's cost.
+    A subsample that leaves a level without samples is re-solved by pymbar instead.
+    """
+    if not bool((counts > 0).all()):
+        solved, _ = _solve(reduced, counts, free_energies, uncertainty=False)
+        return solved
+    with _quiet():
+        from pymbar.mbar_solvers import mbar_gradient, mbar_hessian
+
+        weights = counts.astype(np.float64)
+        gradient = mbar_gradient(reduced, weights, free_energies)
+        hessian = mbar_hessian(reduced, weights, free_energies)
+    step = np.linalg.lstsq(hessian[1:, 1:], gradient[1:], rcond=None)[0]
+    replicate = free_energies.copy()
+    replicate[1:] -= step
+    return replicate - replicate[0]
+
+
+def mbar_from_samples(
+    samples: TemperedSamples, *, error: str = "jackknife", n_groups: int = 10
+) -> LogZEstimate:
+    """MBAR on the thinned long-run samples (module docstring).
+
+    ``samples`` must have been collected with ``record_log_densities=True``.
+
+    Parameters
+    ----------
+    samples : TemperedSamples
+    error : {"jackknife", "analytic"}, default "jackknife"
+    n_groups : int, default 10
+        Jackknife groups of whole chains (at most ``n_chains``).
+    """
+    error = validated_choice(error, ERRORS, "error")
+    n_groups = check_positive_int(n_groups, "n_groups")
+    if samples.log_densities is None or samples.density_levels is None or samples.density_chains is None:
+        raise ValidationError(
+            "these samples hold no log-densities; collect them with record_log_densities=True"
+        )
+    if error == "jackknife" and min(n_groups, samples.n_chains) < 2:
+        raise ValidationError("error='jackknife' needs n_chains >= 2; use error='analytic'")
+    n_groups = min(n_groups, samples.n_chains)
+    reduced, counts, order = _reduced_potentials(samples.log_densities, samples.density_levels)
+    initial = -samples.log_z_hat.numpy().astype(np.float64)
+    with _blas_threads_like_torch():
+        free_energies, uncertainty = _solve(reduced, counts, initial, uncertainty=True)
+        log_z = torch.as_tensor(-free_energies, dtype=torch.float64)
+        analytic = torch.as_tensor(uncertainty, dtype=torch.float64)
+        jackknife = None
+        if error == "jackknife":
+            # Groups of whole chains are independent; the samples of one chain are not.
+            group = (samples.density_chains.numpy() * n_groups // samples.n_chains)[order]
+            levels = samples.density_levels.numpy()[order]
+            replicates = []
+            for left_out in range(n_groups):
+                keep = group != left_out
+                kept_counts = np.bincount(levels[keep], minlength=samples.n_levels)
+                replicates.append(-_one_step_replicate(reduced[:, keep], kept_counts, free_energies))
+            stacked = torch.as_tensor(np.stack(replicates), dtype=torch.float64)
+            jackknife = ((stacked - stacked.mean(0)) ** 2).sum(0).mul((n_groups - 1) / n_groups).sqrt()
+    stderr_levels = analytic if jackknife is None else jackknife
+    info = MBARInfo(
+        betas=samples.betas,
+        log_z_levels=log_z,
+        stderr_levels=stderr_levels,
+        analytic_stderr_levels=analytic,
+        jackknife_stderr_levels=jackknife,
+        samples_per_level=torch.as_tensor(counts, dtype=torch.int64),
+        thinning=samples.density_thinning,
+        error=error,
+        samples=samples,
+    )
+    return LogZEstimate(
+        log_z=float(log_z[-1]),
+        stderr=float(stderr_levels[-1]),
+        method="mbar",
+        cost_sweeps=samples.cost_sweeps,
+        bound=None,
+        info=info,
+    )
+
+
+@register_estimator("mbar")
+def mbar(
+    model: TemperedModel,
+    *,
+    generator: torch.Generator | int | None = None,
+    error: str = "jackknife",
+    n_groups: int = 10,
+    **options: Any,
+) -> LogZEstimate:
+    """Estimate ``log Z`` by MBAR (pymbar) on the RTS sampler's samples.
+
+    Parameters
+    ----------
+    model : TemperedModel
+    generator : torch.Generator or int, optional
+    error : {"jackknife", "analytic"}, default "jackknife"
+        Jackknife over groups of chains (honest for correlated sweeps), or pymbar's analytical
+        uncertainty (assumes independent samples).
+    n_groups : int, default 10
+    **options
+        Sampling options as for ``method="rts"`` (``n_chains`` 100, ``n_temperatures`` 100,
+        ``n_sweeps`` 1000, ...), plus ``max_log_densities`` (1,000,000), the cap on the
+        ``N × K`` values kept for MBAR.
+
+    Returns
+    -------
+    LogZEstimate
+        ``bound=None``; ``info`` an :class:`MBARInfo`.
+
+    Examples
+    --------
+    >>> import boltzlab as bl
+    >>> model = bl.RBM(n_visible=7, n_hidden=3, generator=0)
+    >>> result = bl.estimate_log_z(
+    ...     model, method="mbar", n_chains=20, n_temperatures=20, n_sweeps=300, generator=0
+    ... )
+    >>> abs(result.log_z - bl.exact_log_z(model)) < 5 * result.stderr
+    True
+    """
+    error = validated_choice(error, ERRORS, "error")
+    samples = collect_for_method(
+        model,
+        "mbar",
+        generator=generator,
+        options=options,
+        own_options=("error", "n_groups"),
+        record_log_densities=True,
+    )
+    return mbar_from_samples(samples, error=error, n_groups=n_groups)

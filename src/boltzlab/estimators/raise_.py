@@ -1,0 +1,342 @@
+"""RAISE: reverse annealed importance sampling of ``log p(v)``, and the upper-biased ``log Z``.
+
+Burda, Grosse & Salakhutdinov (2015), "Accurate and conservative estimates of MRF
+log-likelihood using reverse annealing", AISTATS — as derived in ALGORITHMS.md §4.2. (Trust
+that derivation and its exact test: the paper's own per-sample weight line is suspected of a
+typo, ALGORITHMS-OPEN item 25.) An AIS schedule ``0 = β_0 ≤ … ≤ β_K = 1`` defines the
+annealed generative model
+
+    p_ann(v_0, …, v_K) = p_0(v_0)·Π_{k=1..K} T_k(v_k | v_{k−1}),
+
+whose last marginal ``p_ann(v_K)`` tends to ``p(v)`` as K grows. Sampling its path backwards
+from a data point, ``v_K = v`` and ``v_{k−1} ~ T̃_k(· | v_k)`` with ``T̃_k`` the reversal of
+``T_k`` with respect to ``p_{β_k}``, gives the importance weight
+
+    log w = Σ_{k=1..K} [log f_{β_k}(v_k) − log f_{β_k}(v_{k−1})] + log p_0(v_0)
+          = log f_1(v) − Σ_{k=1..K} [log f_{β_k}(v_{k−1}) − log f_{β_{k−1}}(v_{k−1})],
+
+with ``E[w] = p_ann(v)`` exactly and no partition function anywhere. The second form is
+AIS's increment taken along the reverse path, so RAISE shares AIS's accurate increment
+kernel. By Jensen ``E[log p̂(v)] ≤ log p_ann(v)``: a stochastic lower bound on the
+log-likelihood of the annealed model, and a conservative estimate of ``log p(v)`` once
+``p_ann ≈ p``.
+
+**Which kernel runs backwards.** AIS's forward kernel at ``β_k`` (:mod:`.ais`) redraws the
+summed-out hidden layer from ``p_{β_k}(h | v)`` (Gibbs does so itself; state-dependent
+operators such as flip get an explicit redraw) and then sweeps hidden, then visible. On the
+visible marginal this is ``T_k(v' | v) = Σ_h p_{β_k}(h | v)·T_V(v' | v, h)``, because the
+hidden update leaves ``p(h | v)`` invariant, and ``p_{β_k}(v)·T_k(v' | v) =
+Σ_h p_{β_k}(v, h)·T_V(v' | v, h)`` is symmetric in ``(v, v')`` whenever the visible update is
+reversible with respect to ``p(v | h)`` — as the unit updates of Gibbs, flip-the-state and
+their mixture are. So ``T̃_k = T_k``: the reverse chain runs exactly AIS's kernel, redraw
+included. The tests check ``mean(w)/p_ann(v) = 1`` against ``p_0·T_1⋯T_K`` built from exact
+matrices, for Gibbs and flip.
+
+**log Z.** Since ``log f(v) − log p(v) = log Z`` for every v, Carlson et al. (2016, ICML, the
+RTS paper, §5) average ``log f(v_n) − log p̂(v_n)`` over held-out data: an estimate of log Z
+biased *upward* (``bound="upper"``), the mirror of AIS's downward bias, so the two sandwich
+the truth (ALGORITHMS.md §7; the upper side holds in expectation over data drawn from the model).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from boltzlab import operators
+from boltzlab.chains import Chains
+from boltzlab.errors import ValidationError
+from boltzlab.estimators.adaptive_schedules import ScheduleInfo, resolve_schedule
+from boltzlab.estimators.ais import (
+    _add_log_f_increment_,
+    _check_finite,
+    _reads_current_state,
+    _redraw_summed_group,
+    _warn_if_uniform_base,
+)
+from boltzlab.estimators.registry import register_estimator
+from boltzlab.estimators.result import LogZEstimate
+from boltzlab.models.base import TemperedModel, log_f_marginal
+from boltzlab.numerics import log_ess, log_mean_exp
+from boltzlab.operators.base import Operator
+from boltzlab.rng import resolve_generator
+from boltzlab.validation import as_binary_tensor, check_positive_int
+
+__all__ = ["RAISEResult", "raise_log_likelihood", "raise_log_z"]
+
+
+@dataclass(frozen=True, slots=True)
+class RAISEResult:
+    """Per-example RAISE estimates of ``log p(v)``.
+
+    Attributes
+    ----------
+    log_likelihoods : Tensor, shape (n_examples,), float64, CPU
+        ``log p̂(v_n) = log mean_m w_{n,m}`` in nats; ``E[exp(.)] = p_ann(v_n)``, so each is a
+        stochastic lower bound on ``log p_ann(v_n)``.
+    stderrs : Tensor, shape (n_examples,), float64
+        Delta-method standard errors ``std(w / mean w) / sqrt(M)`` (``inf`` when ``M = 1``).
+    log_weights : Tensor, shape (n_examples, n_chains), float64
+        ``log w_{n,m}``.
+    log_f : Tensor, shape (n_examples,), float64
+        Unnormalised ``log f_1(v_n)`` (hidden units summed out; ``log p(v) = log_f − log Z``).
+    schedule_info : ScheduleInfo
+        The schedule (ascending; run from ``β_K = 1`` down to ``β_0 = 0``).
+    operator : str
+    n_chains : int
+        Reverse chains per example, ``M``.
+    cost_sweeps : int
+        ``n_examples·M·K`` plus any sweeps the schedule spent measuring the model.
+    """
+
+    log_likelihoods: Tensor
+    stderrs: Tensor
+    log_weights: Tensor
+    log_f: Tensor
+    schedule_info: ScheduleInfo
+    operator: str
+    n_chains: int
+    cost_sweeps: int
+
+    @property
+    def mean_log_likelihood(self) -> float:
+        """Average of ``log p̂(v_n)`` over the examples, in nats."""
+        return float(self.log_likelihoods.mean())
+
+    @property
+    def log_z_per_example(self) -> Tensor:
+        """``log f(v_n) − log p̂(v_n)``: each an upward-biased estimate of ``log Z``; shape (n_examples,)."""
+        return self.log_f - self.log_likelihoods
+
+    @property
+    def ess(self) -> Tensor:
+        """Kish's ESS of each example's weights, shape (n_examples,), in [1, M]."""
+        return log_ess(self.log_weights.t()).exp()
+
+
+def raise_log_likelihood(
+    model: TemperedModel,
+    data: Any,
+    *,
+    n_chains: int = 10,
+    n_temperatures: int | None = None,
+    schedule: str | Tensor | Sequence[float] = "sm08",
+    operator: str | Operator = "gibbs",
+    generator: torch.Generator | int | None = None,
+    decelerate: float | None = None,
+    schedule_options: Mapping[str, Any] | None = None,
+    chains_per_batch: int = 16_384,
+) -> RAISEResult:
+    """Estimate ``log p(v)`` of each example by reverse annealing from it (Burda et al. 2015).
+
+    Parameters
+    ----------
+    model : TemperedModel
+        A model whose only kept layer is the visible one (an RBM: hidden units summed out).
+        Its base should be fitted to data, as for AIS (``model.set_base_rate``).
+    data : Tensor or array, shape (n_examples, n_visible), values 0/1
+        The examples (held-out data); not modified.
+    n_chains : int, default 10
+        Reverse chains per example, ``M``.
+    n_temperatures : int, optional
+        ``K``; the schedule's default when ``None`` (14,500 for ``"sm08"``).
+    schedule : str or Tensor or sequence of float, default "sm08"
+        As for AIS: ``"sm08"``, ``"linear"``, ``"varopt"``, ``"gms13"`` or explicit βs.
+    operator : str or Operator, default "gibbs"
+        The transition; must be one whose unit updates are reversible with respect to their
+        conditionals (Gibbs, flip, mixture), so that it is its own reversal on ``v``.
+    generator : torch.Generator or int, optional
+    decelerate : float, optional
+        Cap on every β increment (see ``adaptive_schedules.decelerated``).
+    schedule_options : mapping, optional
+        Options of an adaptive schedule.
+    chains_per_batch : int, default 16384
+        Examples are annealed in batches of about this many chains (memory; results do not
+        depend on it beyond the order in which random numbers are drawn).
+
+    Returns
+    -------
+    RAISEResult
+
+    Examples
+    --------
+    >>> import torch, boltzlab as bl
+    >>> data = torch.randint(0, 2, (5, 7), generator=torch.Generator().manual_seed(0))
+    >>> model = bl.RBM(n_visible=7, n_hidden=3, generator=0).set_base_rate(data)
+    >>> result = raise_log_likelihood(model, data, n_temperatures=100, schedule="linear", generator=0)
+    >>> result.log_likelihoods.shape
+    torch.Size([5])
+    """
+    layer_sizes = tuple(model.layer_sizes)
+    kept = [index for index in range(len(layer_sizes)) if index not in model.update_groups[0]]
+    if kept != [0]:
+        raise ValidationError(
+            "RAISE needs a model whose only layer left after summing out update_groups[0] is the "
+            f"visible one (an RBM); this model keeps layers {kept}"
+        )
+    data = as_binary_tensor(data, "data", n_units=layer_sizes[0], dtype=model.dtype, device=model.device)
+    n_chains = check_positive_int(n_chains, "n_chains")
+    chains_per_batch = check_positive_int(chains_per_batch, "chains_per_batch")
+    transition = operators.get(operator)
+    if not callable(getattr(transition, "step", None)):
+        raise ValidationError(f"operator must be a name or an object with a step() method, got {operator!r}")
+    generator = resolve_generator(generator, model.device)
+    schedule_info = resolve_schedule(
+        model,
+        schedule,
+        n_temperatures,
+        operator=transition,
+        generator=generator,
+        decelerate=decelerate,
+        options=schedule_options,
+    )
+    _warn_if_uniform_base(model)
+
+    refresh = _reads_current_state(transition)
+    examples_per_batch = max(1, chains_per_batch // n_chains)
+    increments = torch.cat(
+        [
+            _reverse_anneal(
+                model,
+                transition,
+                schedule_info.betas,
+                batch,
+                n_chains=n_chains,
+                refresh=refresh,
+                generator=generator,
+            )
+            for batch in torch.split(data, examples_per_batch)
+        ]
+    )
+    log_f = log_f_marginal(model.marginal_terms(data), 1.0).cpu()
+    log_weights = log_f[:, None] - increments.view(-1, n_chains)
+    _check_finite(log_weights.flatten())
+
+    log_likelihoods = log_mean_exp(log_weights, dim=1)
+    relative = torch.exp(log_weights - log_likelihoods[:, None])
+    stderrs = (
+        relative.std(1) / math.sqrt(n_chains) if n_chains > 1 else torch.full_like(log_likelihoods, math.inf)
+    )
+    return RAISEResult(
+        log_likelihoods=log_likelihoods,
+        stderrs=stderrs,
+        log_weights=log_weights,
+        log_f=log_f,
+        schedule_info=schedule_info,
+        operator=str(getattr(transition, "name", type(transition).__name__)),
+        n_chains=n_chains,
+        cost_sweeps=data.shape[0] * n_chains * schedule_info.n_temperatures + schedule_info.cost_sweeps,
+    )
+
+
+def _reverse_anneal(
+    model: TemperedModel,
+    transition: Operator,
+    betas: Tensor,
+    data: Tensor,
+    *,
+    n_chains: int,
+    refresh: bool,
+    generator: torch.Generator,
+) -> Tensor:
+    """Run the reverse chains of a batch of examples; ``Σ_k`` of the AIS increments along them.
+
+    Returns ``Σ_{k=1..K} [log f_{β_k}(v_{k−1}) − log f_{β_{k−1}}(v_{k−1})]``, float64 on the CPU,
+    shape ``(n_examples·n_chains,)`` (example-major), so that ``log w = log f_1(v) − it``. No
+    host synchronisation inside the loop.
+    """
+    beta_values = betas.tolist()
+    betas_on_device = betas.to(device=model.device, dtype=model.dtype)
+    visible = data.repeat_interleave(n_chains, dim=0)
+    layers = [visible] + [
+        torch.zeros(visible.shape[0], size, dtype=model.dtype, device=model.device)
+        for size in model.layer_sizes[1:]
+    ]
+    chains = Chains(layers=tuple(layers), beta=betas_on_device[-1].expand(visible.shape[0]).clone())
+    terms = model.marginal_terms(chains.layers)
+    increments = torch.zeros(visible.shape[0], dtype=torch.float64, device=model.device)
+    for k in range(len(beta_values) - 1, 0, -1):
+        chains = chains.with_beta(betas_on_device[k])
+        if refresh:
+            chains = _redraw_summed_group(model, chains, terms, beta_values[k], generator)
+        chains, _ = transition.step(model, chains, generator=generator, terms=terms)
+        terms = model.marginal_terms(chains.layers)
+        _add_log_f_increment_(increments, terms, beta_values[k - 1], beta_values[k])
+    return increments.cpu()
+
+
+@register_estimator("raise")
+def raise_log_z(
+    model: TemperedModel,
+    *,
+    data: Any = None,
+    n_chains: int = 10,
+    n_temperatures: int | None = None,
+    schedule: str | Tensor | Sequence[float] = "sm08",
+    operator: str | Operator = "gibbs",
+    generator: torch.Generator | int | None = None,
+    decelerate: float | None = None,
+    schedule_options: Mapping[str, Any] | None = None,
+    chains_per_batch: int = 16_384,
+    **unknown: Any,
+) -> LogZEstimate:
+    """Upward-biased ``log Z`` from RAISE on held-out data (the RTS paper's construction).
+
+    ``log Ẑ = mean_n [log f(v_n) − log p̂(v_n)]`` with ``p̂`` from
+    :func:`raise_log_likelihood`. Each term estimates ``log Z`` (``log f − log p = log Z`` for
+    every v) with an upward bias from Jensen's inequality and from ``p_ann ≠ p``; against
+    AIS's downward bias the two sandwich ``log Z``.
+
+    Parameters
+    ----------
+    model : TemperedModel
+    data : Tensor or array, shape (n_examples, n_visible), values 0/1
+        Required: held-out examples (ideally typical of the model). Cost is
+        ``n_examples·n_chains·K`` sweeps.
+    n_chains, n_temperatures, schedule, operator, generator, decelerate, schedule_options, chains_per_batch
+        As for :func:`raise_log_likelihood`.
+
+    Returns
+    -------
+    LogZEstimate
+        ``bound="upper"``; ``stderr = std_n(log f(v_n) − log p̂(v_n)) / sqrt(N)`` over the N
+        examples, which contains both the chains' noise and the spread between examples
+        (with one example, that example's delta-method error); ``info`` a :class:`RAISEResult`.
+    """
+    if unknown:
+        raise ValidationError(
+            f"unknown RAISE option(s) {', '.join(sorted(unknown))}; RAISE takes data, n_chains, n_temperatures, "
+            "schedule, operator, generator, decelerate, schedule_options, chains_per_batch"
+        )
+    if data is None:
+        raise ValidationError(
+            "RAISE estimates log Z from held-out examples: pass data= (shape (n_examples, n_visible), 0/1)"
+        )
+    result = raise_log_likelihood(
+        model,
+        data,
+        n_chains=n_chains,
+        n_temperatures=n_temperatures,
+        schedule=schedule,
+        operator=operator,
+        generator=generator,
+        decelerate=decelerate,
+        schedule_options=schedule_options,
+        chains_per_batch=chains_per_batch,
+    )
+    per_example = result.log_z_per_example
+    n_examples = per_example.numel()
+    stderr = float(per_example.std() / math.sqrt(n_examples)) if n_examples > 1 else float(result.stderrs[0])
+    return LogZEstimate(
+        log_z=float(per_example.mean()),
+        stderr=stderr,
+        method="raise",
+        cost_sweeps=result.cost_sweeps,
+        bound="upper",
+        info=result,
+    )

@@ -1,0 +1,639 @@
+"""Tempered samples collected once for the RTS, TS, TI, TI-RB and MBAR estimators.
+
+Carlson, Stinson, Pakman & Paninski (2016), "Partition functions from Rao-Blackwellized
+tempered sampling", ICML, §2 (eqs. 4–9) and §2.4; ALGORITHMS.md §2.3, §4.3–4.5. Simulated
+tempering on an ascending ladder ``0 = β_1 < … < β_K = 1`` (boltzlab indexes it ``0 … K − 1``)
+samples the joint
+
+    q(x, β_k) ∝ f_k(x)·r_k / Ẑ_k,         q(β_k | x) = softmax_k(log f_k(x) + log r_k − log Ẑ_k),
+
+with prior ``r`` and current guesses ``Ẑ``. Each step of :func:`collect_tempered_samples` is
+
+1. one operator sweep of every chain at its own level (the summed-out layer's logits reuse
+   the pre-activations of the previous step: :class:`~boltzlab.models.base.MarginalTerms`);
+2. ``marginal_terms`` of the new states and, from them, ``log f_k(x)`` for all ``K`` levels
+   (:func:`~boltzlab.models.base.log_f_marginal_all`: the hidden-summed, normalised-base
+   density, the same ``f_k`` in the sampler, in ``q(β | x)`` and in every estimator —
+   ALGORITHMS §4.3 pitfall 1; ALGORITHMS-OPEN item 9: ``q`` is collapsed over ``h``);
+3. the statistics below, then a Gibbs draw of every chain's level from ``q(β | x)`` and a
+   redraw of the summed-out layer at the new β
+   (:func:`~boltzlab.tempering.base.redraw_summed_layers`), so state-dependent operators such
+   as flip-the-state stay exact.
+
+**Why a loop of its own rather than** :class:`~boltzlab.tempering.simulated.SimulatedTempering`
+**with** ``level_move="gibbs"``: these estimators need, per chain and step, the pre-activations
+(for path derivatives at every level, TI-RB) and ``log f_k(x)`` itself (MBAR), not only the
+level draw; inside ST they are private to the step, and recomputing them would double the
+``n·K·J`` softplus that dominates a step for ``K = 100``. They do not need ST's stored β = 1
+states (which double the chains). The loop reuses ST's kernels: ``sample_categorical`` and
+the summed-layer redraw.
+
+**Initial iterations** (paper §2.4): up to ``n_initial_iterations`` (10) of ``initial_sweeps``
+(50) sweeps, each starting from the previous states with fresh uniformly drawn levels; after
+each, ``log Ẑ`` is replaced by the RTS estimate from that iteration; they stop once
+``max_k |ĉ_k/r_k − 1| < stop_tolerance`` (0.1) — for the uniform prior exactly the paper's
+``max_k |ĉ_k − r_k| < 0.1/K``; for other priors ALGORITHMS-OPEN item 11. Then the **long run**
+of ``n_sweeps`` sweeps with ``Ẑ`` fixed. ``ĉ`` is accumulated in log space (a logsumexp of
+``log q``), so levels that a poor initial ``Ẑ`` leaves nearly unvisited do not underflow
+(ALGORITHMS §4.3 pitfall 2).
+
+**What is kept** (:class:`TemperedSamples`): per block (an initial iteration, or one of
+``n_batches`` equal batches of the long run) and per chain, ``log Σ_t q(β_k | x_t)`` and the
+counts of drawn levels; for the long run, on request, the binned and ``q``-weighted path
+derivatives ``s_{β_k}(x)`` (TI, TI-RB) and ``log f_k(x)`` of thinned sweeps (MBAR). The chains
+are independent, so per-chain (or per-batch) sums give the error bars.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from boltzlab import operators
+from boltzlab.chains import Chains
+from boltzlab.errors import ValidationError
+from boltzlab.models.base import MarginalTerms, TemperedModel, log_f_marginal_all, path_derivative
+from boltzlab.operators.base import Operator
+from boltzlab.rng import resolve_generator
+from boltzlab.tempering import ladders
+from boltzlab.tempering.base import redraw_summed_layers
+from boltzlab.tempering.ladders import Ladder
+from boltzlab.tempering.simulated import sample_categorical, select_terms
+from boltzlab.validation import check_positive_int
+
+__all__ = [
+    "TemperedSamples",
+    "collect_tempered_samples",
+    "level_log_probabilities",
+    "path_derivative_all",
+    "resolve_log_prior",
+    "rts_log_z",
+    "stopping_statistic",
+]
+
+ADAPT_STATISTICS = ("rb", "counts")
+# Work-space budget (elements of the (chains, K, units) tensors) per chunk of chains.
+_CHUNK_ELEMENTS = 1 << 22
+# Pseudo-count per level for count-based ĉ (the paper's TS).
+PSEUDO_COUNT = 0.1
+
+
+@dataclass(frozen=True)
+class TemperedSamples:
+    """Statistics of one tempered-sampling run, enough for every estimator of this family.
+
+    Blocks ``0 … I − 1`` are the initial iterations actually run (stage ``j`` = block ``j``);
+    blocks ``I … I + B − 1`` are the ``B`` batches of the long run (stage ``I``).
+
+    Attributes
+    ----------
+    betas : Tensor, shape (K,), float64
+        The ladder as swept (rounded to the model's dtype), ascending, ``β_0 = 0``, ``β_{K−1} = 1``.
+    log_prior : Tensor, shape (K,), float64
+        ``log r_k``, normalised.
+    stage_log_z_hat : Tensor, shape (I + 1, K), float64
+        ``log Ẑ`` used during each stage (anchored at ``log Ẑ_0 = 0``); the last row is the
+        long run's fixed ``log Ẑ``.
+    block_stage : Tensor, shape (I + B,), int64
+    block_sweeps : Tensor, shape (I + B,), int64
+        Sweeps per chain in each block.
+    log_probability_sums : Tensor, shape (I + B, n_chains, K), float64
+        ``log Σ_t q(β_k | x_t)`` over the block's sweeps, per chain.
+    level_counts : Tensor, shape (I + B, n_chains, K), int64
+        How often each level was drawn from ``q(β | x)``, per chain.
+    derivative_sums : Tensor, shape (B, n_chains, K), float64, or None
+        ``Σ_t 1[k_t = k]·s_{β_k}(x_t)``: path derivatives binned by the drawn level (TI).
+    weighted_derivative_sums : Tensor, shape (B, n_chains, K), float64, or None
+        ``Σ_t q(β_k | x_t)·s_{β_k}(x_t)`` (TI-RB).
+    log_densities : Tensor, shape (n_kept, K), float64, or None
+        ``log f_k(x_n)`` of every chain at every ``density_thinning``-th long-run sweep (MBAR).
+    density_levels, density_chains : Tensor, shape (n_kept,), int64, or None
+        Level drawn for each kept sample, and its chain.
+    density_thinning : int
+        Every how many long-run sweeps the densities were kept (1 = all).
+    stop_statistics : Tensor, shape (I,), float64
+        ``max_k |ĉ_k/r_k − 1|`` of each initial iteration.
+    stopped : bool
+        Whether the stopping rule triggered (``stop_statistics[-1] < stop_tolerance``).
+    n_chains, n_sweeps : int
+        Chains, and sweeps per chain in the long run.
+    operator : str
+    adapt_with : {"rb", "counts"}
+        Statistic the initial iterations updated ``Ẑ`` with.
+    """
+
+    betas: Tensor
+    log_prior: Tensor
+    stage_log_z_hat: Tensor
+    block_stage: Tensor
+    block_sweeps: Tensor
+    log_probability_sums: Tensor
+    level_counts: Tensor
+    derivative_sums: Tensor | None
+    weighted_derivative_sums: Tensor | None
+    log_densities: Tensor | None
+    density_levels: Tensor | None
+    density_chains: Tensor | None
+    density_thinning: int
+    stop_statistics: Tensor
+    stopped: bool
+    n_chains: int
+    n_sweeps: int
+    operator: str
+    adapt_with: str
+
+    @property
+    def n_levels(self) -> int:
+        """``K``."""
+        return self.betas.numel()
+
+    @property
+    def n_initial_iterations(self) -> int:
+        """Initial iterations actually run."""
+        return self.stop_statistics.numel()
+
+    @property
+    def n_batches(self) -> int:
+        """Batches of the long run."""
+        return self.block_sweeps.numel() - self.n_initial_iterations
+
+    @property
+    def log_z_hat(self) -> Tensor:
+        """The long run's fixed ``log Ẑ``, shape ``(K,)``."""
+        return self.stage_log_z_hat[-1]
+
+    @property
+    def cost_sweeps(self) -> int:
+        """Single-chain sweeps spent: ``n_chains ×`` (initial + long-run sweeps)."""
+        return self.n_chains * int(self.block_sweeps.sum())
+
+    @property
+    def occupancy(self) -> Tensor:
+        """Fraction of long-run level draws at each level; shape ``(K,)``, float64."""
+        counts = self.level_counts[self.n_initial_iterations :].sum((0, 1)).to(torch.float64)
+        return counts / counts.sum()
+
+
+def resolve_log_prior(prior: Any, betas: Tensor) -> Tensor:
+    """``log r_k`` (normalised, float64, shape ``(K,)``) from a prior specification.
+
+    Parameters
+    ----------
+    prior : None, "uniform", "exp2beta", callable or sequence of float
+        ``None``/``"uniform"``: ``r_k = 1/K`` (estimation, the paper's default);
+        ``"exp2beta"``: ``r_k ∝ exp(2β_k)`` (more samples near β = 1, the paper's tracking
+        prior); a callable ``betas -> weights``; or ``K`` positive weights.
+    betas : Tensor, shape (K,), float64
+    """
+    n_levels = betas.numel()
+    if prior is None or (isinstance(prior, str) and prior.lower() == "uniform"):
+        return torch.full((n_levels,), -math.log(n_levels), dtype=torch.float64)
+    if isinstance(prior, str):
+        if prior.lower() == "exp2beta":
+            log_weights = 2.0 * betas.to(torch.float64).cpu()
+            return log_weights - torch.logsumexp(log_weights, 0)
+        raise ValidationError(
+            f"prior must be 'uniform', 'exp2beta', a callable or {n_levels} weights, got {prior!r}"
+        )
+    weights = prior(betas.clone()) if callable(prior) else prior
+    try:
+        weights = torch.as_tensor(weights, dtype=torch.float64).detach().cpu().flatten()
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise ValidationError(f"prior could not be read as {n_levels} weights: {error}") from None
+    if (
+        weights.shape != (n_levels,)
+        or not bool(torch.isfinite(weights).all())
+        or not bool((weights > 0).all())
+    ):
+        raise ValidationError(
+            f"prior must give {n_levels} positive finite weights (one per level), got shape "
+            f"{tuple(weights.shape)}"
+        )
+    log_weights = weights.log()
+    return log_weights - torch.logsumexp(log_weights, 0)
+
+
+def _row_chunks(terms: MarginalTerms, n_levels: int) -> list[slice]:
+    per_row = max(1, n_levels * terms.preactivation.shape[1])
+    size = max(1, _CHUNK_ELEMENTS // per_row)
+    n = terms.base.shape[0]
+    return [slice(start, min(start + size, n)) for start in range(0, n, size)]
+
+
+def _log_f_all(terms: MarginalTerms, betas: Tensor) -> Tensor:
+    """``log_f_marginal_all`` in chunks of chains, so the (n, K, J) work space stays bounded."""
+    chunks = _row_chunks(terms, betas.numel())
+    if len(chunks) == 1:
+        return log_f_marginal_all(terms, betas)
+    return torch.cat([log_f_marginal_all(select_terms(terms, rows), betas) for rows in chunks])
+
+
+def level_log_probabilities(
+    terms: MarginalTerms, betas: Tensor, *, log_prior: Tensor, log_z_hat: Tensor
+) -> Tensor:
+    """``log q(β_k | x)`` of every state and level; shape ``(n, K)``, float64, rows normalised.
+
+    ``q(β_k | x) = softmax_k(log f_k(x) + log r_k − log Ẑ_k)`` with the hidden-summed ``f_k``.
+    """
+    log_q = _log_f_all(terms, betas) + (log_prior - log_z_hat).to(terms.base.device)[None, :]
+    return log_q - torch.logsumexp(log_q, 1, keepdim=True)
+
+
+def path_derivative_all(terms: MarginalTerms, betas: Tensor) -> Tensor:
+    """``s_{β_k}(x) = ∂_β log f_β(x)`` at every level; shape ``(n, K)``, float64.
+
+    ``s_β = linear − base + Σ_j a_j σ(β a_j)`` (ALGORITHMS §1.3, summed-out form, which depends
+    on β); :func:`~boltzlab.models.base.path_derivative` for all levels at once.
+    """
+    betas = betas.to(device=terms.base.device, dtype=torch.float64)
+    constant = (terms.linear - terms.base)[:, None]
+    parts = []
+    for rows in _row_chunks(terms, betas.numel()):
+        pre = terms.preactivation[rows].to(torch.float64)
+        scaled = torch.sigmoid(pre[:, None, :] * betas[None, :, None])
+        parts.append(torch.einsum("nkj,nj->nk", scaled, pre))
+    return constant + torch.cat(parts)
+
+
+def collect_tempered_samples(
+    model: TemperedModel,
+    *,
+    n_chains: int = 100,
+    n_temperatures: int | None = None,
+    ladder: Ladder | Sequence[float] | Tensor | None = None,
+    n_sweeps: int = 1000,
+    operator: str | Operator = "gibbs",
+    prior: Any = None,
+    generator: torch.Generator | int | None = None,
+    initial_log_z: Sequence[float] | Tensor | None = None,
+    n_initial_iterations: int = 10,
+    initial_sweeps: int = 50,
+    stop_tolerance: float = 0.1,
+    adapt_with: str = "rb",
+    n_batches: int = 1,
+    record_derivatives: bool = False,
+    record_weighted_derivatives: bool = False,
+    record_log_densities: bool = False,
+    max_log_densities: int = 1_000_000,
+) -> TemperedSamples:
+    """Run RTS's tempered sampler (module docstring) and keep the estimators' statistics.
+
+    Parameters
+    ----------
+    model : TemperedModel
+        Any model on the tempered-family protocol; its base should be fitted
+        (``set_base_rate``) for data-trained RBMs.
+    n_chains : int, default 100
+        Independent chains ``M`` (the paper's 100).
+    n_temperatures : int, optional
+        ``K`` levels linear in β from 0 to 1 (default 100: the paper's K, linear by
+        ALGORITHMS-OPEN item 9). Give either this or ``ladder``.
+    ladder : Ladder or sequence of float, optional
+        Explicit ascending ladder; it must start at 0 (the normalised base, ``log Z_0 = 0``, is
+        the anchor) and end at 1.
+    n_sweeps : int, default 1000
+        Long-run sweeps per chain, with ``Ẑ`` fixed.
+    operator : str or Operator, default "gibbs"
+    prior : see :func:`resolve_log_prior`; default uniform.
+    generator : torch.Generator or int, optional
+    initial_log_z : sequence of float, shape (K,), optional
+        Starting ``log Ẑ_k`` (anchored at level 0 on use); default zeros, as in the paper.
+    n_initial_iterations : int, default 10
+        At most this many initial iterations (0 skips them and keeps ``initial_log_z``).
+    initial_sweeps : int, default 50
+        Sweeps per initial iteration.
+    stop_tolerance : float, default 0.1
+        Stop the initial iterations once ``max_k |ĉ_k/r_k − 1| <`` this.
+    adapt_with : {"rb", "counts"}, default "rb"
+        ``ĉ`` of the initial iterations: Rao-Blackwellized (RTS) or counts with a 0.1
+        pseudo-count per level (TS).
+    n_batches : int, default 1
+        Equal batches the long run is cut into (for batch-means error bars).
+    record_derivatives, record_weighted_derivatives : bool, default False
+        Keep binned (TI) / ``q``-weighted (TI-RB, ``n·K·J`` more sigmoids a step) path
+        derivatives of the long run.
+    record_log_densities : bool, default False
+        Keep ``log f_k(x)`` of long-run samples for MBAR, thinned to every ``t``-th sweep with
+        the smallest ``t`` such that at most ``max_log_densities`` values (``n_kept × K``) are
+        kept. Consecutive sweeps of a chain are strongly correlated, so thinning loses little.
+    max_log_densities : int, default 1,000,000
+        8 MB of float64; MBAR's work space is a few times this.
+
+    Returns
+    -------
+    TemperedSamples
+    """
+    n_chains = check_positive_int(n_chains, "n_chains")
+    n_sweeps = check_positive_int(n_sweeps, "n_sweeps")
+    initial_sweeps = check_positive_int(initial_sweeps, "initial_sweeps")
+    n_batches = check_positive_int(n_batches, "n_batches")
+    max_log_densities = check_positive_int(max_log_densities, "max_log_densities")
+    if (
+        isinstance(n_initial_iterations, bool)
+        or not isinstance(n_initial_iterations, int)
+        or n_initial_iterations < 0
+    ):
+        raise ValidationError(
+            f"n_initial_iterations must be a non-negative integer, got {n_initial_iterations!r}"
+        )
+    if n_batches > n_sweeps:
+        raise ValidationError(f"n_batches={n_batches} is more than n_sweeps={n_sweeps}")
+    if not isinstance(stop_tolerance, (int, float)) or not stop_tolerance > 0:
+        raise ValidationError(f"stop_tolerance must be a positive number, got {stop_tolerance!r}")
+    adapt_with = validated_choice(adapt_with, ADAPT_STATISTICS, "adapt_with")
+    transition = operators.get(operator)
+    if not callable(getattr(transition, "step", None)):
+        raise ValidationError(f"operator must be a name or an object with a step() method, got {operator!r}")
+    if n_temperatures is not None and ladder is None:
+        n_temperatures = check_positive_int(n_temperatures, "n_temperatures")
+    resolved = ladders.resolve(ladder, n_levels=n_temperatures, default_levels=100, name="ladder")
+    if float(resolved.betas[0]) != 0.0:
+        raise ValidationError(
+            "the ladder must start at beta = 0 (the normalised base anchors log Z_0 = 0), "
+            f"got {float(resolved.betas[0])}"
+        )
+    generator = resolve_generator(generator, model.device)
+    # Chains sweep at the ladder rounded to the model's dtype; densities use the same values.
+    betas_model = resolved.betas.to(device=model.device, dtype=model.dtype)
+    betas = betas_model.to(torch.float64)
+    n_levels = betas.numel()
+    log_prior = resolve_log_prior(prior, betas.cpu())
+    log_z_hat = _initial_log_z(initial_log_z, n_levels)
+
+    sampler = _Sampler(model, transition, betas_model, betas, log_prior, generator)
+    # Base samples sit at level 0 (init_chains labels them β = 0), exactly as drawn.
+    chains = model.init_chains(n_chains, generator=generator)
+    terms = model.marginal_terms(chains.layers)
+    n_blocks = n_initial_iterations + n_batches
+    log_sums = torch.full((n_blocks, n_chains, n_levels), -math.inf, dtype=torch.float64, device=model.device)
+    counts = torch.zeros((n_blocks, n_chains, n_levels), dtype=torch.int64, device=model.device)
+
+    # Initial iterations (paper §2.4): fresh uniform levels, states carried over, Ẑ ← eq. 9.
+    stage_log_z_hat, block_sweeps, stop_statistics = [], [], []
+    for iteration in range(n_initial_iterations):
+        stage_log_z_hat.append(log_z_hat)
+        levels = torch.randint(n_levels, (n_chains,), generator=generator, device=model.device)
+        chains = redraw_summed_layers(
+            model, Chains(layers=chains.layers, beta=betas_model[levels]), terms, generator=generator
+        )
+        for _ in range(initial_sweeps):
+            chains, terms, levels, _, log_q = sampler.step(chains, terms, log_z_hat)
+            _accumulate(log_sums[iteration], counts[iteration], log_q, levels)
+        block_sweeps.append(initial_sweeps)
+        log_c = _stage_log_c(log_sums[iteration], counts[iteration], adapt_with)
+        log_z_hat = rts_log_z(log_z_hat, log_prior, log_c)
+        stop_statistics.append(stopping_statistic(log_c, log_prior))
+        if stop_statistics[-1] < stop_tolerance:
+            break
+    n_run = len(stop_statistics)
+    stage_log_z_hat.append(log_z_hat)
+
+    # The long run, with Ẑ fixed.
+    recorder = _LongRunRecorder(
+        n_batches=n_batches,
+        n_chains=n_chains,
+        betas=betas,
+        derivatives=record_derivatives,
+        weighted_derivatives=record_weighted_derivatives,
+        thinning=max(1, math.ceil(n_chains * n_sweeps * n_levels / max_log_densities)),
+        n_sweeps=n_sweeps if record_log_densities else 0,
+    )
+    boundaries = [(batch * n_sweeps) // n_batches for batch in range(n_batches + 1)]
+    for batch in range(n_batches):
+        block = n_initial_iterations + batch
+        for sweep in range(boundaries[batch], boundaries[batch + 1]):
+            chains, terms, levels, log_f, log_q = sampler.step(chains, terms, log_z_hat)
+            _accumulate(log_sums[block], counts[block], log_q, levels)
+            recorder.record(batch, sweep, terms, levels, log_f, log_q)
+        block_sweeps.append(boundaries[batch + 1] - boundaries[batch])
+
+    # Drop the blocks of initial iterations that the stopping rule skipped.
+    keep = torch.cat([torch.arange(n_run), torch.arange(n_initial_iterations, n_blocks)]).to(model.device)
+    return TemperedSamples(
+        betas=betas.cpu(),
+        log_prior=log_prior,
+        stage_log_z_hat=torch.stack(stage_log_z_hat),
+        block_stage=torch.tensor([*range(n_run), *([n_run] * n_batches)], dtype=torch.int64),
+        block_sweeps=torch.tensor(block_sweeps, dtype=torch.int64),
+        log_probability_sums=log_sums.index_select(0, keep).cpu(),
+        level_counts=counts.index_select(0, keep).cpu(),
+        **recorder.results(),
+        stop_statistics=torch.tensor(stop_statistics, dtype=torch.float64),
+        stopped=n_run > 0 and stop_statistics[-1] < stop_tolerance,
+        n_chains=n_chains,
+        n_sweeps=n_sweeps,
+        operator=str(getattr(transition, "name", type(transition).__name__)),
+        adapt_with=adapt_with,
+    )
+
+
+class _LongRunRecorder:
+    """Accumulates the long run's optional statistics (TI, TI-RB, MBAR) in place."""
+
+    def __init__(
+        self,
+        *,
+        n_batches: int,
+        n_chains: int,
+        betas: Tensor,
+        derivatives: bool,
+        weighted_derivatives: bool,
+        thinning: int,
+        n_sweeps: int,
+    ) -> None:
+        shape, device = (n_batches, n_chains, betas.numel()), betas.device
+        self.betas, self.thinning = betas, thinning
+        self.derivative_sums = torch.zeros(shape, dtype=torch.float64, device=device) if derivatives else None
+        self.weighted_sums = (
+            torch.zeros(shape, dtype=torch.float64, device=device) if weighted_derivatives else None
+        )
+        n_kept = math.ceil(n_sweeps / thinning)
+        self.densities = self.density_levels = None
+        if n_kept:
+            self.densities = torch.empty(
+                (n_kept, n_chains, betas.numel()), dtype=torch.float64, device=device
+            )
+            self.density_levels = torch.empty((n_kept, n_chains), dtype=torch.int64, device=device)
+
+    def record(
+        self, batch: int, sweep: int, terms: MarginalTerms, levels: Tensor, log_f: Tensor, log_q: Tensor
+    ) -> None:
+        if self.weighted_sums is not None:
+            derivatives = path_derivative_all(terms, self.betas)
+            self.weighted_sums[batch].add_(torch.exp(log_q) * derivatives)
+            current = derivatives.gather(1, levels[:, None]).squeeze(1)
+        elif self.derivative_sums is not None:
+            current = path_derivative(terms, self.betas[levels])
+        if self.derivative_sums is not None:
+            self.derivative_sums[batch].scatter_add_(1, levels[:, None], current[:, None])
+        if self.densities is not None and self.density_levels is not None and sweep % self.thinning == 0:
+            self.densities[sweep // self.thinning] = log_f
+            self.density_levels[sweep // self.thinning] = levels
+
+    def results(self) -> dict[str, Any]:
+        """The :class:`TemperedSamples` fields this recorder fills, on the CPU."""
+        densities = levels = chains = None
+        if self.densities is not None and self.density_levels is not None:
+            n_kept, n_chains, n_levels = self.densities.shape
+            densities = self.densities.reshape(-1, n_levels).cpu()
+            levels = self.density_levels.reshape(-1).cpu()
+            chains = torch.arange(n_chains).repeat(n_kept)
+        return {
+            "derivative_sums": None if self.derivative_sums is None else self.derivative_sums.cpu(),
+            "weighted_derivative_sums": None if self.weighted_sums is None else self.weighted_sums.cpu(),
+            "log_densities": densities,
+            "density_levels": levels,
+            "density_chains": chains,
+            "density_thinning": self.thinning,
+        }
+
+
+class _Sampler:
+    """One step of the tempered sampler (module docstring), with its fixed ingredients."""
+
+    def __init__(
+        self,
+        model: TemperedModel,
+        transition: Operator,
+        betas_model: Tensor,
+        betas: Tensor,
+        log_prior: Tensor,
+        generator: torch.Generator,
+    ) -> None:
+        self.model, self.transition, self.generator = model, transition, generator
+        self.betas_model, self.betas = betas_model, betas
+        self.log_prior = log_prior.to(model.device)
+        self._weights_for: Tensor | None = None
+        self._log_weights = self.log_prior
+
+    def step(
+        self, chains: Chains, terms: MarginalTerms, log_z_hat: Tensor
+    ) -> tuple[Chains, MarginalTerms, Tensor, Tensor, Tensor]:
+        """Sweep, then draw levels from ``q(β | x)``; returns chains, terms, levels, log f, log q.
+
+        ``terms`` are those of ``chains`` (reused by the sweep); the returned terms are those of
+        the returned chains. ``log_z_hat`` (CPU, shape ``(K,)``) is the current ``log Ẑ``.
+        """
+        if self._weights_for is not log_z_hat:  # one host-to-device copy per stage, not per step
+            self._weights_for, self._log_weights = (
+                log_z_hat,
+                self.log_prior - log_z_hat.to(self.log_prior.device),
+            )
+        swept, _ = self.transition.step(self.model, chains, generator=self.generator, terms=terms)
+        terms = self.model.marginal_terms(swept.layers)
+        log_f = _log_f_all(terms, self.betas)
+        log_q = log_f + self._log_weights[None, :]
+        log_q = log_q - torch.logsumexp(log_q, 1, keepdim=True)
+        levels = sample_categorical(log_q, generator=self.generator)
+        # Redrawing the summed-out layer of every chain (moved or not) at its new β is a valid
+        # collapsed Gibbs move and keeps state-dependent operators exact.
+        moved = Chains(layers=swept.layers, beta=self.betas_model[levels])
+        moved = redraw_summed_layers(self.model, moved, terms, generator=self.generator)
+        return moved, terms, levels, log_f, log_q
+
+
+def _accumulate(log_sums: Tensor, counts: Tensor, log_q: Tensor, levels: Tensor) -> None:
+    """Add one step's ``q(β | x)`` (in log space) and drawn levels to a block, in place."""
+    torch.logaddexp(log_sums, log_q, out=log_sums)
+    counts.scatter_add_(1, levels[:, None], torch.ones_like(levels)[:, None])
+
+
+def _stage_log_c(log_sums: Tensor, counts: Tensor, statistic: str) -> Tensor:
+    """``log ĉ`` of one block (all chains pooled) on the CPU: RB or counts with pseudo-count."""
+    if statistic == "rb":
+        pooled = torch.logsumexp(log_sums, 0).cpu()
+    else:
+        pooled = torch.log(counts.sum(0).to(torch.float64).cpu() + PSEUDO_COUNT)
+    return pooled - torch.logsumexp(pooled, 0)
+
+
+def rts_log_z(log_z_hat: Tensor, log_prior: Tensor, log_c: Tensor) -> Tensor:
+    """Eq. 9 for every level: ``log Ẑ_k + log r_1 − log r_k + log ĉ_k − log ĉ_1 − log Ẑ_1``.
+
+    Parameters
+    ----------
+    log_z_hat, log_prior, log_c : Tensor, shape (K,), float64
+        The sampler's ``log Ẑ``, ``log r`` and ``log ĉ`` (need not be normalised).
+
+    Returns
+    -------
+    Tensor, shape (K,), float64
+        ``log Z_k − log Z_1``; with the normalised base, ``log Z(β_k)``.
+    """
+    return log_z_hat - log_z_hat[0] + log_prior[0] - log_prior + log_c - log_c[0]
+
+
+def stopping_statistic(log_c: Tensor, log_prior: Tensor) -> float:
+    """``max_k |ĉ_k/r_k − 1|`` (both normalised here): the generalised stopping rule's statistic.
+
+    For the uniform prior ``statistic < 0.1`` is the paper's ``max_k |ĉ_k − r_k| < 0.1/K``
+    (ALGORITHMS-OPEN item 11).
+    """
+    log_c = log_c - torch.logsumexp(log_c, 0)
+    log_prior = log_prior - torch.logsumexp(log_prior, 0)
+    return float((torch.exp(log_c - log_prior) - 1.0).abs().max())
+
+
+def _initial_log_z(initial_log_z: Sequence[float] | Tensor | None, n_levels: int) -> Tensor:
+    if initial_log_z is None:
+        return torch.zeros(n_levels, dtype=torch.float64)
+    try:
+        values = torch.as_tensor(initial_log_z, dtype=torch.float64).detach().cpu().flatten().clone()
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise ValidationError(f"initial_log_z could not be read as numbers: {error}") from None
+    if values.shape != (n_levels,) or not bool(torch.isfinite(values).all()):
+        raise ValidationError(
+            f"initial_log_z must hold {n_levels} finite values (one per level), got shape {tuple(values.shape)}"
+        )
+    return values - values[0]
+
+
+def validated_choice(value: Any, choices: tuple[str, ...], name: str) -> str:
+    """``value`` lower-cased if it is one of ``choices``; :class:`ValidationError` otherwise."""
+    if not isinstance(value, str) or value.lower() not in choices:
+        raise ValidationError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+    return value.lower()
+
+
+# Options of collect_tempered_samples a user may pass through an estimator; the record_*
+# switches are the estimator's business.
+USER_SAMPLING_OPTIONS = (
+    "n_chains",
+    "n_temperatures",
+    "ladder",
+    "n_sweeps",
+    "operator",
+    "prior",
+    "initial_log_z",
+    "n_initial_iterations",
+    "initial_sweeps",
+    "stop_tolerance",
+    "adapt_with",
+    "max_log_densities",
+)
+
+
+def collect_for_method(
+    model: TemperedModel,
+    method: str,
+    *,
+    generator: torch.Generator | int | None,
+    options: dict[str, Any],
+    own_options: tuple[str, ...],
+    **settings: Any,
+) -> TemperedSamples:
+    """:func:`collect_tempered_samples` with a method's options, refusing unknown ones by name.
+
+    ``settings`` are what the method itself decides (``record_*``, ``n_batches``, defaults
+    such as ``adapt_with``); an option the user gave wins over a default in ``settings``.
+    """
+    unknown = sorted(set(options) - set(USER_SAMPLING_OPTIONS))
+    if unknown:
+        accepted = ", ".join([*own_options, *USER_SAMPLING_OPTIONS, "generator"])
+        raise ValidationError(f"unknown {method} option(s) {', '.join(unknown)}; {method} takes {accepted}")
+    return collect_tempered_samples(model, generator=generator, **{**settings, **options})
