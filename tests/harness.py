@@ -58,6 +58,45 @@ def tiny_rbms(dtype: torch.dtype = torch.float64) -> list[bl.RBM]:
     ]
 
 
+def random_dbm(
+    layer_sizes: tuple[int, ...],
+    *,
+    scale: float = 2.0,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+    base_rate: bool = False,
+    zero_biases: bool = False,
+) -> bl.DBM:
+    """A DBM with weights uniform in [-scale, scale] and standard normal biases (or zeros)."""
+    g = torch.Generator().manual_seed(seed)
+    weights = [
+        (torch.rand(layer_sizes[index], layer_sizes[index + 1], generator=g, dtype=torch.float64) * 2 - 1)
+        * scale
+        for index in range(len(layer_sizes) - 1)
+    ]
+    biases = [
+        torch.zeros(size, dtype=torch.float64)
+        if zero_biases
+        else torch.randn(size, generator=g, dtype=torch.float64)
+        for size in layer_sizes
+    ]
+    model = bl.DBM(weights=weights, biases=biases, dtype=dtype)
+    if base_rate:
+        n_visible = layer_sizes[0]
+        data = (torch.rand(40, n_visible, generator=g) < torch.linspace(0.1, 0.9, n_visible)).float()
+        model.set_base_rate(data)
+    return model
+
+
+def tiny_dbms(dtype: torch.dtype = torch.float64) -> list[bl.DBM]:
+    """Enumerable DBMs (<= 9 units): a fitted base-rate base, three hidden layers, zero biases."""
+    return [
+        random_dbm((3, 3, 2), scale=2.0, seed=1, dtype=dtype, base_rate=True),
+        random_dbm((2, 3, 2, 2), scale=2.0, seed=2, dtype=dtype, base_rate=True),
+        random_dbm((2, 2, 3), scale=1.5, seed=3, dtype=dtype, zero_biases=True),
+    ]
+
+
 def chains_for(model: bl.RBM, beta: float, *, seed: int = 0, n_chains: int = N_CHAINS) -> bl.Chains:
     return model.init_chains(n_chains, generator=torch.Generator().manual_seed(seed)).with_beta(beta)
 

@@ -9,11 +9,12 @@ from boltzlab import data, errors, evaluation, operators, rng, tempering
 from boltzlab.chains import Chains
 from boltzlab.estimators import LogZEstimate, estimate_log_z, exact_log_z
 from boltzlab.evaluation import log_likelihood
-from boltzlab.models import RBM
+from boltzlab.models import DBM, RBM, variational_lower_bound
 from boltzlab.sampling import SampleResult, sample
 from boltzlab.training import TrainResult, train
 
 __all__ = [
+    "DBM",
     "RBM",
     "Chains",
     "LogZEstimate",
@@ -30,6 +31,7 @@ __all__ = [
     "sample",
     "tempering",
     "train",
+    "variational_lower_bound",
 ]
 
 __version__ = "0.1.0"

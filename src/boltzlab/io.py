@@ -32,6 +32,7 @@ from safetensors.torch import save as safetensors_save
 from torch import Tensor, nn
 
 from boltzlab.errors import ModelFileError, ValidationError
+from boltzlab.models.dbm import DBM
 from boltzlab.models.rbm import RBM
 
 __all__ = [
@@ -454,6 +455,49 @@ def _rbm_build(tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.
     return model
 
 
+def _dbm_tensors(model: DBM) -> dict[str, Tensor]:
+    tensors = {f"weights.{index}": matrix for index, matrix in enumerate(model.weights)}
+    tensors.update({f"biases.{index}": vector for index, vector in enumerate(model.biases)})
+    tensors["base_logits"] = model.base_logits
+    return tensors
+
+
+def _dbm_expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    # The number of layers is read from the file: weights.0, weights.1, ... up to the first
+    # gap (a later stray weights.k is then reported as unexpected by the caller).
+    n_weights = 0
+    while f"weights.{n_weights}" in shapes:
+        shape = shapes[f"weights.{n_weights}"]
+        if len(shape) != 2 or min(shape) < 1:
+            raise ValueError(
+                f"tensor 'weights.{n_weights}' has shape {shape}, expected "
+                f"(n_{n_weights}, n_{n_weights + 1}), both positive"
+            )
+        n_weights += 1
+    if n_weights < 2:
+        raise ValueError(
+            f"a DBM needs tensors 'weights.0' and 'weights.1' (L >= 2 hidden layers), found {n_weights}"
+        )
+    sizes = [shapes["weights.0"][0], *(shapes[f"weights.{index}"][1] for index in range(n_weights))]
+    expected = {f"weights.{index}": (sizes[index], sizes[index + 1]) for index in range(n_weights)}
+    expected.update({f"biases.{index}": (size,) for index, size in enumerate(sizes)})
+    expected["base_logits"] = (sizes[0],)
+    return expected
+
+
+def _dbm_build(tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.device) -> DBM:
+    n_weights = sum(name.startswith("weights.") for name in tensors)
+    model = DBM(
+        weights=[tensors[f"weights.{index}"] for index in range(n_weights)],
+        biases=[tensors[f"biases.{index}"] for index in range(n_weights + 1)],
+        dtype=dtype,
+        device=device,
+    )
+    with torch.no_grad():
+        model.base_logits.copy_(tensors["base_logits"].to(device=device, dtype=dtype))
+    return model
+
+
 MODEL_KINDS: dict[str, ModelKind] = {
     "rbm": ModelKind(
         name="rbm",
@@ -461,6 +505,13 @@ MODEL_KINDS: dict[str, ModelKind] = {
         tensors=_rbm_tensors,
         expected_shapes=_rbm_expected_shapes,
         build=_rbm_build,
+    ),
+    "dbm": ModelKind(
+        name="dbm",
+        model_class=DBM,
+        tensors=_dbm_tensors,
+        expected_shapes=_dbm_expected_shapes,
+        build=_dbm_build,
     ),
 }
 
@@ -599,7 +650,8 @@ def load_model(
     Returns
     -------
     nn.Module
-        A model of the file's kind (an :class:`~boltzlab.models.rbm.RBM` for ``kind="rbm"``),
+        A model of the file's kind (an :class:`~boltzlab.models.rbm.RBM` for ``kind="rbm"``,
+        a :class:`~boltzlab.models.dbm.DBM` for ``kind="dbm"``),
         with its ``base_fitted`` flag and ``metadata`` restored; bit-identical parameters
         when ``dtype`` is the file's dtype.
 

@@ -7,16 +7,30 @@ from boltzlab.models.base import (
     log_f_marginal_all,
     path_derivative,
 )
+from boltzlab.models.dbm import DBM
+from boltzlab.models.mean_field import (
+    MeanFieldResult,
+    binary_entropy,
+    mean_field_posterior,
+    variational_lower_bound,
+    variational_lower_bound_per_example,
+)
 from boltzlab.models.rbm import RBM, all_binary_states
 from boltzlab.models.toy import GaussianMixtureFamily
 
 __all__ = [
+    "DBM",
     "RBM",
     "GaussianMixtureFamily",
     "MarginalTerms",
+    "MeanFieldResult",
     "TemperedModel",
     "all_binary_states",
+    "binary_entropy",
     "log_f_marginal",
     "log_f_marginal_all",
+    "mean_field_posterior",
     "path_derivative",
+    "variational_lower_bound",
+    "variational_lower_bound_per_example",
 ]
