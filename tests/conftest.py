@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -33,9 +35,41 @@ def two_threads():
     torch.set_num_threads(1)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def shared_data() -> Path:
     """Path of ../shared/data; skips the test with a reason when it is absent."""
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real datasets not found at {SHARED_DATA} (../shared/data is absent)")
     return SHARED_DATA
+
+
+@dataclass(frozen=True)
+class TrainedRBM:
+    """A 784×20 RBM trained on real data, with its exact log Z (shared; do not modify)."""
+
+    model: Any
+    train: Any
+    log_z: float
+
+
+@pytest.fixture(scope="session")
+def mnist_rbm(shared_data: Path) -> TrainedRBM:
+    """A 784×20 RBM fitted by scikit-learn (so estimator tests do not depend on boltzlab's
+    trainer) on the first 10,000 binarised MNIST training images, with the base-rate base and
+    its exact log Z (2^20 hidden states). Built once per test session."""
+    import numpy as np
+    from sklearn.neural_network import BernoulliRBM
+
+    import boltzlab as bl
+
+    with np.load(shared_data / "mnist.npz") as archive:
+        images = archive["x_train"][:10_000]
+    train = (images.reshape(len(images), -1) > 127).astype(np.float64)
+    rbm = BernoulliRBM(n_components=20, learning_rate=0.05, batch_size=100, n_iter=5, random_state=0)
+    model = bl.RBM.from_sklearn(rbm.fit(train)).set_base_rate(train)
+    torch.set_num_threads(2)
+    try:
+        log_z = bl.exact_log_z(model)
+    finally:
+        torch.set_num_threads(1)
+    return TrainedRBM(model=model, train=train, log_z=log_z)

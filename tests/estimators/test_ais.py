@@ -7,7 +7,6 @@ import math
 import time
 import warnings
 
-import numpy as np
 import pytest
 import torch
 
@@ -219,18 +218,11 @@ def test_defaults_are_accurate_and_quick_on_a_small_model():
 
 
 @pytest.mark.slow
-def test_within_a_tenth_of_a_nat_on_an_rbm_trained_on_mnist(shared_data):
+def test_within_a_tenth_of_a_nat_on_an_rbm_trained_on_mnist(mnist_rbm):
     # A 784×20 RBM trained on real data (by scikit-learn, so this test does not depend on
-    # boltzlab's trainer), base-rate base, exact log Z by enumerating 2^20 hidden states;
-    # the setting: 100 chains × 10,000 temperatures of the SM08 shape.
-    from sklearn.neural_network import BernoulliRBM
-
-    with np.load(shared_data / "mnist.npz") as archive:
-        images = archive["x_train"][:10_000]
-    train = (images.reshape(len(images), -1) > 127).astype(np.float64)
-    rbm = BernoulliRBM(n_components=20, learning_rate=0.05, batch_size=100, n_iter=5, random_state=0)
-    model = bl.RBM.from_sklearn(rbm.fit(train)).set_base_rate(train)
-    exact = bl.exact_log_z(model)
+    # boltzlab's trainer), base-rate base, exact log Z by enumerating 2^20 hidden states
+    # (tests/conftest.py); the setting: 100 chains × 10,000 temperatures of the SM08 shape.
+    model, exact = mnist_rbm.model, mnist_rbm.log_z
     result = bl.estimate_log_z(
         model, method="ais", n_chains=100, n_temperatures=10_000, schedule="sm08", generator=0
     )

@@ -4,11 +4,9 @@ error bars, RTS's ±2σ interval covers the truth in ≥ 90 % of seeded repeats,
 the exact log Z of a 784×20 RBM trained on MNIST."""
 
 import dataclasses
-import functools
 import math
 import time
 
-import numpy as np
 import pytest
 import torch
 
@@ -365,26 +363,11 @@ def test_defaults_are_accurate_and_quick_on_a_small_model(method):
     assert elapsed < 30, f"the default call took {elapsed:.1f} s"
 
 
-@functools.cache
-def mnist_rbm(data_root: str, n_hidden: int = 20) -> bl.RBM:
-    """A 784×n_hidden RBM fitted by scikit-learn (independent of boltzlab's trainer) on the
-    first 10,000 binarised MNIST training images, with the base-rate base: the model of
-    tests/estimators/test_ais.py."""
-    from sklearn.neural_network import BernoulliRBM
-
-    with np.load(f"{data_root}/mnist.npz") as archive:
-        images = archive["x_train"][:10_000]
-    train = (images.reshape(len(images), -1) > 127).astype(np.float64)
-    rbm = BernoulliRBM(n_components=n_hidden, learning_rate=0.05, batch_size=100, n_iter=5, random_state=0)
-    return bl.RBM.from_sklearn(rbm.fit(train)).set_base_rate(train)
-
-
 @pytest.mark.slow
-def test_lands_on_the_exact_log_z_of_an_rbm_trained_on_mnist(shared_data):
+def test_lands_on_the_exact_log_z_of_an_rbm_trained_on_mnist(mnist_rbm):
     # Budget: the defaults (K = 100 linear, 100 chains, ≤ 10 × 50 initial + 1,000 sweeps),
     # starting from Ẑ = 1 although log Z ≈ 230: the initial iterations must find it.
-    model = mnist_rbm(str(shared_data))
-    exact = bl.exact_log_z(model)
+    model, exact = mnist_rbm.model, mnist_rbm.log_z
     start = time.perf_counter()
     result = bl.estimate_log_z(model, method="rts", generator=0)
     elapsed = time.perf_counter() - start
