@@ -13,7 +13,7 @@ from torch import Tensor
 
 from boltzlab.errors import ValidationError
 
-__all__ = ["as_binary_tensor", "check_positive_int", "check_probability", "require"]
+__all__ = ["as_binary_tensor", "as_model_data", "check_positive_int", "check_probability", "require"]
 
 
 def require(condition: bool, message: str) -> None:
@@ -78,3 +78,16 @@ def as_binary_tensor(
             "Binarise it first, e.g. (x > 0.5) or boltzlab.data.binarize"
         )
     return tensor.to(device=device, dtype=dtype).clone()
+
+
+def as_model_data(model: Any, data: Any, name: str) -> Tensor:
+    """``data`` checked for ``model``: a copy in the model's dtype and on its device.
+
+    A model with real-valued visible units (e.g. :class:`~boltzlab.models.gaussian_rbm.GaussianRBM`)
+    checks its own data through a ``validate_data(data, name)`` method; every other model
+    gets :func:`as_binary_tensor` with ``n_units = model.layer_sizes[0]``.
+    """
+    hook = getattr(model, "validate_data", None)
+    if callable(hook):
+        return hook(data, name)
+    return as_binary_tensor(data, name, n_units=model.layer_sizes[0], dtype=model.dtype, device=model.device)

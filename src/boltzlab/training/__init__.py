@@ -50,6 +50,7 @@ from boltzlab.training.tempered import (
     SchemePhase,
     SchemePhaseState,
 )
+from boltzlab.training.tracking import RTSLikelihoodTracker, RTSTracking, RTSTrackingState  # registers "rts"
 from boltzlab.training.trainer import train
 
 __all__ = [
@@ -74,6 +75,9 @@ __all__ = [
     "PersistentState",
     "ProgressBar",
     "RBMObjective",
+    "RTSLikelihoodTracker",
+    "RTSTracking",
+    "RTSTrackingState",
     "RunView",
     "SchemePhase",
     "SchemePhaseState",

@@ -14,6 +14,10 @@ update ``t`` (counted from 0) uses ``learning_rate · f(t)``:
 Weight decay is applied to the weight matrices only (parameters with two or more dimensions),
 not to the biases, as is usual for RBMs (Hinton 2010, *A practical guide to training RBMs*,
 §10): decaying a bias pulls a unit's base rate towards ½ and buys no regularisation.
+
+``optimizer="rmsspectral"`` steps with :class:`~boltzlab.training.rmsspectral.RMSspectral`
+(preconditioned spectral descent; Carlson et al. 2015, as in the RTS paper's tracking runs)
+instead of SGD; it has no momentum and no weight decay, and the schedules apply to it alike.
 """
 
 from __future__ import annotations
@@ -21,17 +25,22 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 
 from boltzlab.errors import ValidationError
+from boltzlab.training.rmsspectral import RMSspectral
 
 __all__ = [
+    "OPTIMIZERS",
     "ConstantSchedule",
     "InverseSchedule",
     "LinearSchedule",
     "Schedule",
+    "check_optimizer",
+    "check_optimizer_state",
     "make_optimizer",
     "make_schedule",
     "make_scheduler",
@@ -112,38 +121,81 @@ def schedule_description(schedule: str | Schedule) -> str:
     return schedule.lower() if isinstance(schedule, str) else repr(schedule)
 
 
+OPTIMIZERS = ("sgd", "rmsspectral")
+# Hyperparameters only one of the two optimisers has: they tell which one a saved state is from.
+_OWN_KEYS = {"sgd": ("dampening", "nesterov"), "rmsspectral": ("alpha", "eps")}
+
+
+def check_optimizer(name: str, *, momentum: float, weight_decay: float) -> str:
+    """The optimiser's name, lower-cased; :class:`ValidationError` for an unknown name, or for
+    momentum or weight decay with RMSspectral (it has neither)."""
+    if not isinstance(name, str) or name.lower() not in OPTIMIZERS:
+        raise ValidationError(f"optimizer must be one of {', '.join(map(repr, OPTIMIZERS))}, got {name!r}")
+    if name.lower() == "rmsspectral" and (momentum != 0.0 or weight_decay != 0.0):
+        raise ValidationError(
+            f"optimizer='rmsspectral' takes no momentum or weight decay, got momentum={momentum!r}, "
+            f"weight_decay={weight_decay!r}; set both to 0"
+        )
+    return name.lower()
+
+
 def make_optimizer(
     model: nn.Module,
     *,
     learning_rate: float,
     momentum: float = 0.0,
     weight_decay: float = 0.0,
-) -> torch.optim.SGD:
-    """``torch.optim.SGD`` over ``model``'s parameters, weight decay on weight matrices only.
+    optimizer: str = "sgd",
+) -> torch.optim.Optimizer:
+    """``torch.optim.SGD`` (or RMSspectral) over ``model``'s parameters.
 
     Parameters
     ----------
     model : nn.Module
     learning_rate : float > 0
-        Base learning rate (the schedule multiplies it).
+        Base learning rate (the schedule multiplies it); RMSspectral's step size η.
     momentum : float in [0, 1)
+        SGD only; must be 0 for RMSspectral.
     weight_decay : float >= 0
-        L2 coefficient λ: the update adds ``λ·W`` to the gradient of every weight matrix.
+        L2 coefficient λ: SGD adds ``λ·W`` to the gradient of every weight matrix. Must be 0
+        for RMSspectral.
+    optimizer : {"sgd", "rmsspectral"}, default "sgd"
 
     Returns
     -------
-    torch.optim.SGD
+    torch.optim.Optimizer
         Param group ``"weights"`` holds the weight matrices (with ``weight_decay``), group
         ``"biases"`` the rest (no decay); the groups carry their name under the key ``"name"``.
+        RMSspectral takes spectral steps on the matrices and RMSprop steps on the biases, with
+        its defaults ``alpha = 0.99`` (the paper's λ) and ``eps = 1e-8``.
     """
+    name = check_optimizer(optimizer, momentum=momentum, weight_decay=weight_decay)
     decayed = [p for p in model.parameters() if p.dim() >= 2]
     plain = [p for p in model.parameters() if p.dim() < 2]
     groups = [
-        {"params": params, "weight_decay": decay, "name": name}
-        for name, params, decay in (("weights", decayed, float(weight_decay)), ("biases", plain, 0.0))
+        {"params": params, "weight_decay": decay, "name": group_name}
+        for group_name, params, decay in (("weights", decayed, float(weight_decay)), ("biases", plain, 0.0))
         if params
     ]
+    if name == "rmsspectral":
+        return RMSspectral(groups, lr=float(learning_rate))
     return torch.optim.SGD(groups, lr=float(learning_rate), momentum=float(momentum))
+
+
+def check_optimizer_state(param_groups: list[dict[str, Any]], name: str, *, source: str) -> None:
+    """Refuse saved optimiser ``param_groups`` that come from the other optimiser.
+
+    ``load_state_dict`` takes the saved hyperparameters as they come, so an SGD checkpoint
+    loaded into RMSspectral (or the reverse) would fail only at the next step, obscurely.
+    """
+    if not param_groups or all(key in param_groups[0] for key in _OWN_KEYS[name]):
+        return
+    other = next(
+        (other for other, keys in _OWN_KEYS.items() if all(key in param_groups[0] for key in keys)), "another"
+    )
+    raise ValidationError(
+        f"cannot resume from {source}: it was trained with optimizer={other!r}, this run asks for {name!r}"
+    )
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, schedule: Schedule) -> torch.optim.lr_scheduler.LambdaLR:

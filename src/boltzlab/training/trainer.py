@@ -22,6 +22,7 @@ from torch import nn
 
 from boltzlab import operators as operator_registry
 from boltzlab.errors import ValidationError
+from boltzlab.io import load_checkpoint
 from boltzlab.rng import resolve_generator
 from boltzlab.training.callbacks import (
     Callback,
@@ -33,9 +34,16 @@ from boltzlab.training.callbacks import (
 from boltzlab.training.loop import TrainingLoop
 from boltzlab.training.negative import NegativePhase, get_phase
 from boltzlab.training.objective import objective_for
-from boltzlab.training.optim import Schedule, make_schedule
+from boltzlab.training.optim import (
+    Schedule,
+    check_optimizer,
+    check_optimizer_state,
+    make_optimizer,
+    make_schedule,
+    make_scheduler,
+)
 from boltzlab.training.state import TrainConfig, TrainResult, find_latest_checkpoint
-from boltzlab.validation import as_binary_tensor, check_positive_int
+from boltzlab.validation import as_model_data, check_positive_int
 
 __all__ = ["train"]
 
@@ -72,6 +80,7 @@ def train(
     momentum: float = 0.0,
     weight_decay: float = 0.0,
     lr_schedule: str | Schedule = "constant",
+    optimizer: str = "sgd",
     generator: torch.Generator | int | None = None,
     validation_data: Any = None,
     callbacks: Iterable[Callback] = (),
@@ -91,13 +100,16 @@ def train(
     model : RBM (or any model with a training objective)
         Trained in place, in its own dtype and on its own device.
     data : Tensor or array, shape (n_examples, n_visible), values 0/1
-        Not modified.
-    algorithm : {"cd", "pcd", "fpcd", "pt", "ast", "cast", "trans-sap"} or NegativePhase, default "cd"
+        Not modified. Real values for a model with real-valued visible units (one with a
+        ``validate_data`` method, e.g. :class:`~boltzlab.models.gaussian_rbm.GaussianRBM`).
+    algorithm : {"cd", "pcd", "fpcd", "pt", "ast", "cast", "trans-sap", "rts"} or NegativePhase, default "cd"
         Where the model-term samples come from: CD restarts at the minibatch; PCD/SAP keeps
         ``n_chains`` persistent chains; FPCD samples with slow + fast weights; PT, CAST and
         Trans-SAP move persistent chains with a tempering scheme; AST alternates SAP updates
-        with adaptive simulated tempering runs (see :mod:`boltzlab.training.tempered`). A
-        :class:`~boltzlab.training.NegativePhase` object plugs in any other sampler.
+        with adaptive simulated tempering runs (see :mod:`boltzlab.training.tempered`); RTS
+        keeps simulated-tempering chains that also track ``log Z`` (see
+        :mod:`boltzlab.training.tracking`). A :class:`~boltzlab.training.NegativePhase` object
+        plugs in any other sampler.
     algorithm_params : dict, optional
         Extra settings of the negative phase, e.g. ``{"init": "base"}`` for PCD,
         ``{"n_levels": 20}`` for PT, ``{"lag": 50}`` for CAST.
@@ -122,6 +134,11 @@ def train(
     lr_schedule : {"constant", "linear", "inverse"} or callable, default "constant"
         See :mod:`boltzlab.training.optim`; ``"inverse"`` with ``learning_rate=0.005`` is the
         CAST paper's ``10/(2000 + t)``.
+    optimizer : {"sgd", "rmsspectral"}, default "sgd"
+        ``torch.optim.SGD``, or :class:`~boltzlab.training.rmsspectral.RMSspectral`
+        (preconditioned spectral descent, as in the RTS paper's tracking runs; its step is
+        ``learning_rate``, e.g. 1e-5 there; no momentum or weight decay). A resumed run must
+        use the optimiser of its checkpoint.
     generator : torch.Generator or int, optional
         The run's only source of randomness (a seed is accepted); same seed, same run.
     validation_data : Tensor or array, optional
@@ -171,12 +188,10 @@ def train(
     [0, 10, 20, 30]
     """
     objective = objective_for(model)
-    n_visible = model.layer_sizes[0]
-    data = as_binary_tensor(data, "data", n_units=n_visible, dtype=model.dtype, device=model.device)
+    # Binary models take 0/1 data; a model with real-valued visible units checks its own.
+    data = as_model_data(model, data, "data")
     if validation_data is not None:
-        validation_data = as_binary_tensor(
-            validation_data, "validation_data", n_units=n_visible, dtype=model.dtype, device=model.device
-        )
+        validation_data = as_model_data(model, validation_data, "validation_data")
     k = check_positive_int(k, "k")
     n_chains = check_positive_int(n_chains, "n_chains")
     batch_size = check_positive_int(batch_size, "batch_size")
@@ -196,6 +211,7 @@ def train(
     learning_rate = _check_number(learning_rate, "learning_rate", low=0.0, low_open=True)
     momentum = _check_number(momentum, "momentum", low=0.0, high=1.0, low_open=False)
     weight_decay = _check_number(weight_decay, "weight_decay", low=0.0, low_open=False)
+    optimizer = check_optimizer(optimizer, momentum=momentum, weight_decay=weight_decay)
     log_every = check_positive_int(log_every, "log_every")
     track_exact_every = _optional_positive_int(track_exact_every, "track_exact_every")
     checkpoint_every = _optional_positive_int(checkpoint_every, "checkpoint_every")
@@ -261,6 +277,11 @@ def train(
         checkpointer=checkpointer,
         run_dir=run_dir,
     )
+    if optimizer != "sgd":
+        # The loop builds SGD from the config; swap in the chosen optimiser before any state
+        # is loaded into it (same parameter groups, so the loop's bookkeeping is unchanged).
+        run.optimizer = make_optimizer(model, learning_rate=learning_rate, optimizer=optimizer)
+        run.scheduler = make_scheduler(run.optimizer, schedule)
     latest = None if checkpoint_dir is None else find_latest_checkpoint(checkpoint_dir)
     if latest is not None and not resume:
         # A fresh run must not mix its checkpoints with an older run's: a later resume would
@@ -270,6 +291,8 @@ def train(
             "pass resume=True to continue that run, or use an empty directory"
         )
     if latest is not None:
+        saved_groups = load_checkpoint(latest).metadata.get("optimizer", {}).get("param_groups", [])
+        check_optimizer_state(saved_groups, optimizer, source=str(latest))
         run.restore(latest)
     else:
         run.start_fresh()
