@@ -1,19 +1,29 @@
 """``boltzlab logz MODEL``: the log partition function of a saved model, with its error bar.
 
-Any method of :func:`boltzlab.estimate_log_z` by name; the sampling options are passed only
-when given, so the estimator's own defaults apply otherwise. AIS from a uniform base can
-miss by nats on a data-trained model (DESIGN.md, "Tempered family"): ``--data`` fits the
-base-rate base of a model file that has none.
+Any method of :func:`boltzlab.estimate_log_z` by name: ``exact`` (enumeration), the
+annealing methods ``ais`` and ``raise`` (Neal 2001; Burda, Grosse & Salakhutdinov 2015),
+and the tempered-sampling methods ``rts``, ``ts``, ``ti``, ``ti-rb`` and ``mbar`` (Carlson et
+al. 2016 and the methods it compares with). The sampling options are passed only when
+given, so each estimator's own defaults apply otherwise; a flag that means nothing to the
+chosen method is refused in one line rather than ignored. AIS from a uniform base can miss by
+nats on a data-trained model (DESIGN.md, "Tempered family"): ``--data`` fits the base-rate
+base of a model file that has none, and supplies RAISE's held-out examples (its test split).
+
+The option handling here (:func:`estimator_options`, :func:`prepare_data`,
+:func:`describe_estimate`) is shared with ``boltzlab evaluate``.
 """
 
 from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
+import torch
+from torch import Tensor, nn
 
 from boltzlab import data as datasets
 from boltzlab import estimators, operators
@@ -24,14 +34,175 @@ from boltzlab.cli.common import (
     format_seconds,
     load_model_file,
     operator_help,
+    operator_params,
 )
 from boltzlab.errors import ValidationError
+from boltzlab.estimators.result import LogZEstimate
 
-__all__ = ["logz"]
+__all__ = [
+    "ANNEALING",
+    "TEMPERED",
+    "PreparedData",
+    "bias_words",
+    "describe_estimate",
+    "estimator_options",
+    "logz",
+    "prepare_data",
+    "run_quietly",
+]
 
-# Options of sampling estimators, by flag and by estimator keyword.
-_SAMPLING_OPTIONS = {"chains": "n_chains", "temperatures": "n_temperatures", "schedule": "schedule"}
+ANNEALING = ("ais", "raise")
+TEMPERED = ("rts", "ts", "ti", "ti-rb", "mbar")
+# Which flags mean something to which methods; a method registered later (not listed in
+# either group) receives every flag given and validates them itself.
+_FLAG_METHODS = {
+    "chains": ANNEALING + TEMPERED,
+    "temperatures": ANNEALING + TEMPERED,
+    "sweeps": TEMPERED,
+    "schedule": ANNEALING,
+    "decelerate": ANNEALING,
+    "operator": ANNEALING + TEMPERED,
+    "alpha": ANNEALING + TEMPERED,
+    "examples": ("raise",),
+}
+_KEYWORDS = {
+    "chains": "n_chains",
+    "temperatures": "n_temperatures",
+    "sweeps": "n_sweeps",
+    "schedule": "schedule",
+    "decelerate": "decelerate",
+}
+DEFAULT_RAISE_EXAMPLES = 100
 _AIS_UNIFORM_BASE_WARNING = "AIS is starting from a uniform base"
+
+
+def estimator_options(method: str, given: dict[str, Any]) -> dict[str, Any]:
+    """Keyword options of ``estimate_log_z(method=...)`` from the command-line flags given.
+
+    Parameters
+    ----------
+    method : str
+    given : dict
+        Flag name (without ``--``) to value, for the flags the user gave (``None`` values are
+        dropped): ``chains``, ``temperatures``, ``sweeps``, ``schedule``, ``decelerate``,
+        ``operator``, ``alpha``, ``examples``.
+
+    Raises
+    ------
+    ValidationError
+        Naming the flags that do not apply to ``method`` and the methods they apply to.
+    """
+    method = method.lower()
+    given = {flag: value for flag, value in given.items() if value is not None}
+    known = method == "exact" or method in ANNEALING + TEMPERED
+    if known:
+        refused = [flag for flag in given if method not in _FLAG_METHODS[flag]]
+        if refused:
+            where = "; ".join(f"--{flag} applies to {', '.join(_FLAG_METHODS[flag])}" for flag in refused)
+            raise ValidationError(
+                f"method {method!r} takes no {', '.join('--' + f for f in refused)} ({where})"
+            )
+    options = {_KEYWORDS[flag]: value for flag, value in given.items() if flag in _KEYWORDS}
+    if "operator" in given or "alpha" in given:
+        name = given.get("operator", "gibbs")
+        options["operator"] = operators.get(name, **operator_params(name, given.get("alpha")))
+    return options
+
+
+@dataclass(frozen=True)
+class PreparedData:
+    """The dataset given with ``--data``, and the held-out examples RAISE uses.
+
+    Attributes
+    ----------
+    dataset : Dataset
+    held_out : Tensor, shape (n_examples, n_visible), or None
+        A random subset of the test split (else the validation split, else the training data).
+    held_out_description : str
+        E.g. ``"100 of 10000 test examples"``.
+    """
+
+    dataset: datasets.Dataset
+    held_out: Tensor
+    held_out_description: str
+
+
+def prepare_data(
+    model: nn.Module, name_or_path: str, *, root: Path | None, seed: int, n_examples: int
+) -> PreparedData:
+    """Load ``--data``, fit the model's base-rate base if it has none, and pick RAISE's examples.
+
+    Says on stderr what it did with the base (kept or fitted).
+    """
+    dataset = datasets.load(name_or_path, root=root, generator=seed)
+    if dataset.n_visible != model.layer_sizes[0]:
+        raise ValidationError(
+            f"--data {name_or_path!r} has {dataset.n_visible} variables but the model has "
+            f"{model.layer_sizes[0]} visible units"
+        )
+    if getattr(model, "base_fitted", False):
+        click.echo("base: the model file has a fitted base-rate base; kept", err=True)
+    else:
+        model.set_base_rate(dataset.train)
+        click.echo(
+            f"base: base-rate base fitted to {dataset.name} ({dataset.train.shape[0]} examples)", err=True
+        )
+    # RAISE wants examples the model was not trained on: test, else validation, else training.
+    candidates = (("test", dataset.test), ("validation", dataset.valid), ("training", dataset.train))
+    split_name, split = next(
+        (name, split) for name, split in candidates if split is not None and split.shape[0] > 0
+    )
+    generator = torch.Generator().manual_seed(int(seed))
+    chosen = torch.randperm(split.shape[0], generator=generator)[:n_examples]
+    description = f"{chosen.numel()} of {split.shape[0]} {split_name} examples"
+    return PreparedData(dataset, split[chosen], description)
+
+
+def bias_words(estimate: LogZEstimate) -> str:
+    """The direction of an estimate's bias, in words."""
+    if estimate.method == "exact":
+        return "exact"
+    return {"lower": "lower bound", "upper": "upper bound"}.get(estimate.bound or "", "either sign")
+
+
+def describe_estimate(estimate: LogZEstimate) -> str:
+    """Operator, chains, temperatures and sweeps of an estimate, e.g. ``gibbs sweeps, 100 chains, 1000 temperatures``."""
+    info = estimate.info
+    samples = getattr(info, "samples", None)
+    detail = []
+    operator = getattr(info, "operator", None) or getattr(samples, "operator", None)
+    if operator:
+        detail.append(f"{operator} sweeps")
+    if samples is not None:
+        detail += [
+            f"{samples.n_chains} chains",
+            f"{samples.n_levels} temperatures",
+            f"{samples.n_initial_iterations} initial iterations",
+            f"{samples.n_sweeps} long-run sweeps",
+        ]
+    else:
+        if getattr(info, "n_chains", None):
+            per = " per example" if estimate.method == "raise" else ""
+            detail.append(f"{info.n_chains} chains{per}")
+        schedule = getattr(info, "schedule", None)
+        schedule_info = getattr(info, "schedule_info", None)
+        betas = schedule if schedule is not None else getattr(schedule_info, "betas", None)
+        if betas is not None:
+            name = getattr(schedule_info, "name", None)
+            detail.append(f"{len(betas) - 1} temperatures" + (f" ({name} schedule)" if name else ""))
+        log_likelihoods = getattr(info, "log_likelihoods", None)
+        if log_likelihoods is not None:
+            detail.append(f"{log_likelihoods.numel()} held-out examples")
+    return ", ".join(detail)
+
+
+def run_quietly(model: nn.Module, method: str, *, seed: int, options: dict[str, Any]) -> LogZEstimate:
+    """``estimate_log_z`` with the library's uniform-base warning replaced by the command line's."""
+    with warnings.catch_warnings():
+        if not getattr(model, "base_fitted", True):
+            # Said once by the command in its own terms (--data), not by the library (set_base_rate).
+            warnings.filterwarnings("ignore", message=_AIS_UNIFORM_BASE_WARNING)
+        return estimators.estimate_log_z(model, method=method, generator=seed, **options)
 
 
 @click.command(
@@ -39,91 +210,118 @@ _AIS_UNIFORM_BASE_WARNING = "AIS is starting from a uniform base"
     epilog="""\b
 Example:
   boltzlab logz runs/digits/model.safetensors --method exact
-  boltzlab logz runs/digits/model.safetensors --method ais --chains 200 --operator flip --seed 1""",
+  boltzlab logz runs/digits/model.safetensors --method ais --chains 200 --operator flip --seed 1
+  boltzlab logz model.safetensors --method ais --schedule varopt --decelerate 0.009 --temperatures 10000
+  boltzlab logz model.safetensors --method rts --temperatures 100 --sweeps 1000
+  boltzlab logz model.safetensors --method raise --data mnist --examples 50 --temperatures 1000""",
 )
 @click.argument("model_path", metavar="MODEL", type=click.Path(path_type=Path))
 @click.option(
     "--method", default="ais", show_default=True, help=f"Estimator: {', '.join(estimators.methods())}."
 )
-@click.option("--chains", type=click.IntRange(min=1), help="Independent chains (default: the estimator's).")
 @click.option(
-    "--temperatures", type=click.IntRange(min=1), help="Number of temperatures (default: the schedule's)."
+    "--chains",
+    type=click.IntRange(min=1),
+    help="Chains (AIS, tempered methods) or reverse chains per example (RAISE); default: the estimator's.",
 )
-@click.option("--schedule", help="Temperature schedule, e.g. sm08 or linear (default: the estimator's).")
+@click.option(
+    "--temperatures",
+    type=click.IntRange(min=1),
+    help="AIS/RAISE: increments K of the schedule; rts, ts, ti, ti-rb, mbar: levels K of the ladder.",
+)
+@click.option(
+    "--sweeps", type=click.IntRange(min=1), help="Long-run sweeps per chain of rts, ts, ti, ti-rb and mbar."
+)
+@click.option("--schedule", help="AIS/RAISE schedule: sm08, linear, varopt or gms13 (default sm08).")
+@click.option(
+    "--decelerate",
+    type=click.FloatRange(min=0.0, min_open=True),
+    metavar="DELTA",
+    help="AIS/RAISE: cap every β increment at DELTA (Kiwaki's deceleration, e.g. 0.009).",
+)
 @click.option("--operator", help=operator_help("Transition operator (default gibbs)"))
 @click.option("--alpha", type=float, help="Flip weight of --operator mixture (default 0.5).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
-    "--data", metavar="NAME|PATH", help="Fit the base-rate base to this dataset when the model has none."
+    "--data",
+    metavar="NAME|PATH",
+    help="Dataset: fits the base-rate base when the model has none; RAISE's held-out examples (test split).",
+)
+@click.option(
+    "--examples",
+    type=click.IntRange(min=1),
+    help=f"RAISE: held-out examples to anneal back from (default {DEFAULT_RAISE_EXAMPLES}).",
 )
 @click.option(
     "--data-root", type=click.Path(path_type=Path), metavar="DIR", help="Where to look for dataset files."
 )
 @command_options
-def logz(model_path: Path, method: str, seed: int, **options: Any) -> None:
-    """Estimate log Z of a saved model: value ± standard error, method, cost and ESS."""
+def logz(model_path: Path, method: str, seed: int, **flags: Any) -> None:
+    """Estimate log Z of a saved model: value ± standard error, bias direction, cost and ESS."""
     model = load_model_file(model_path)
     choose_threads(model)
-    if options["data"] is not None:
-        if getattr(model, "base_fitted", False):
-            click.echo("base: the model file has a fitted base-rate base; kept (--data not needed)", err=True)
-        else:
-            dataset = datasets.load(options["data"], root=options["data_root"], generator=seed)
-            model.set_base_rate(dataset.train)
-            click.echo(
-                f"base: base-rate base fitted to {dataset.name} ({dataset.train.shape[0]} examples)", err=True
-            )
-    given = {
-        keyword: options[flag] for flag, keyword in _SAMPLING_OPTIONS.items() if options[flag] is not None
+    method = method.lower()
+    sampling = {
+        flag: flags[flag]
+        for flag in (
+            "chains",
+            "temperatures",
+            "sweeps",
+            "schedule",
+            "decelerate",
+            "operator",
+            "alpha",
+            "examples",
+        )
     }
-    if options["operator"] is not None or options["alpha"] is not None:
-        params = {} if options["alpha"] is None else {"alpha": options["alpha"]}
-        given["operator"] = operators.get(options["operator"] or "gibbs", **params)
-    if method.lower() == "exact" and given:
-        flags = ", ".join(
-            f"--{flag}" for flag in (*_SAMPLING_OPTIONS, "operator", "alpha") if options[flag] is not None
-        )
+    options = estimator_options(method, sampling)
+    if method == "raise" and flags["data"] is None:
         raise ValidationError(
-            f"{flags}: exact enumeration takes no sampling options; leave them out or use --method ais"
+            "RAISE anneals back from held-out examples: pass --data NAME|PATH (its test split is used)"
         )
+    prepared = None
+    if flags["data"] is not None:
+        prepared = prepare_data(
+            model,
+            flags["data"],
+            root=flags["data_root"],
+            seed=seed,
+            n_examples=flags["examples"] or DEFAULT_RAISE_EXAMPLES,
+        )
+    if method == "raise" and prepared is not None:
+        options["data"] = prepared.held_out
 
     click.echo(f"model: {model_path} ({describe_model(model)})")
+    if method != "exact" and not getattr(model, "base_fitted", True):
+        click.echo(
+            "warning: the model's base was never fitted to data, so the estimator starts from a uniform base "
+            "and may miss log Z by nats; pass --data with the training data",
+            err=True,
+        )
     started = time.perf_counter()
-    with warnings.catch_warnings():
-        if not getattr(model, "base_fitted", True):
-            # Say it in the command line's terms rather than the library's (set_base_rate).
-            warnings.filterwarnings("ignore", message=_AIS_UNIFORM_BASE_WARNING)
-            if method.lower() != "exact":
-                click.echo(
-                    "warning: the model's base was never fitted to data, so AIS starts from a uniform base "
-                    "and may miss log Z by nats; pass --data with the training data",
-                    err=True,
-                )
-        estimate = estimators.estimate_log_z(model, method=method, generator=seed, **given)
+    estimate = run_quietly(model, method, seed=seed, options=options)
     elapsed = time.perf_counter() - started
 
     if estimate.stderr == 0:
         click.echo(f"log Z = {estimate.log_z:.6f} (exact)")
     else:
         bias = {"lower": ", a stochastic lower bound", "upper": ", a stochastic upper bound"}.get(
-            estimate.bound or "", ""
+            estimate.bound or "", ", bias of either sign"
         )
         click.echo(f"log Z = {estimate.log_z:.6f} ± {estimate.stderr:.6f} (1 standard error{bias})")
-    info = estimate.info
-    detail = []
-    if getattr(info, "operator", None):
-        detail.append(f"{info.operator} sweeps")
-    if getattr(info, "n_chains", None):
-        detail.append(f"{info.n_chains} chains")
-    schedule = getattr(info, "schedule", None)
-    if schedule is not None:
-        detail.append(f"{len(schedule) - 1} temperatures")
-    click.echo(f"method: {estimate.method}" + (f" ({', '.join(detail)})" if detail else ""))
+    detail = describe_estimate(estimate)
+    click.echo(f"method: {estimate.method}" + (f" ({detail})" if detail else ""))
     if estimate.method == "exact":
         click.echo(f"cost: 2^{min(model.layer_sizes)} states enumerated in {format_seconds(elapsed)}")
     else:
         click.echo(f"cost: {estimate.cost_sweeps:,} chain-sweeps in {format_seconds(elapsed)}")
+    info = estimate.info
     ess = getattr(info, "ess", None)
-    if ess is not None:
+    if isinstance(ess, float):
         total = getattr(info, "n_chains", None)
         click.echo(f"ESS: {ess:.1f}" + (f" of {total} chains" if total else ""))
+    if estimate.method == "raise" and prepared is not None:
+        click.echo(
+            f"RAISE: {prepared.held_out_description}; their mean log p̂(v) = {info.mean_log_likelihood:.4f} nats "
+            "(a conservative estimate of their log-likelihood)"
+        )

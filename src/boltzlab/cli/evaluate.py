@@ -1,0 +1,395 @@
+"""``boltzlab evaluate MODEL --data ...``: several log Z estimators side by side, and what they imply.
+
+Runs each chosen method of :func:`boltzlab.estimate_log_z` on one saved model and prints one
+table row per method: log Z, its standard error, the direction of its bias (AIS is a
+stochastic lower bound, Neal 2001; RAISE-derived log Z an upper bound in expectation,
+Burda, Grosse & Salakhutdinov 2015; RTS and the other tempered estimators, Carlson et al.
+2016, have no fixed sign), the cost in chain-sweeps, the mean train and test log-likelihood
+``mean log f(v) − log Ẑ`` that this log Z implies, and the wall-clock time. When both AIS and
+RAISE ran, a last line states their sandwich ``log Ẑ_AIS ≲ log Z ≲ log Ẑ_RAISE``
+(ALGORITHMS.md §7).
+
+The pieces are functions of a model and a list of methods (:func:`evaluate_methods`,
+:func:`row_from_estimate`, :func:`format_rows`, :func:`sandwich_line`). A DBM's ``log p(v)``
+needs a sum over every hidden layer, so for a DBM the log-likelihood columns are left empty
+and a second table (:mod:`boltzlab.cli.dbm_report`) gives what the CAST paper reports: the
+mean-field lower bound per split with the most precise ``log Z`` of the table, and
+per-example AIS ``log p(v)`` on a few cases to show how tight that bound is.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+from torch import Tensor, nn
+
+from boltzlab import estimators, operators
+from boltzlab.cli.common import (
+    MAX_EXACT_UNITS,
+    choose_threads,
+    command_options,
+    describe_model,
+    format_seconds,
+    format_table,
+    load_model_file,
+    operator_help,
+    operator_params,
+)
+from boltzlab.cli.dbm_report import dbm_bound_rows, dbm_likelihood_rows, format_dbm_rows
+from boltzlab.cli.logz import (
+    ANNEALING,
+    DEFAULT_RAISE_EXAMPLES,
+    TEMPERED,
+    PreparedData,
+    bias_words,
+    prepare_data,
+    run_quietly,
+)
+from boltzlab.errors import ValidationError
+from boltzlab.estimators.result import LogZEstimate
+from boltzlab.evaluation.likelihood import log_unnormalized
+from boltzlab.experiments.accuracy import matched_options
+from boltzlab.models.dbm import DBM
+
+__all__ = [
+    "EvaluationRow",
+    "dbm_tables",
+    "default_methods",
+    "evaluate",
+    "evaluate_methods",
+    "format_rows",
+    "mean_log_f",
+    "most_precise",
+    "parse_methods",
+    "row_from_estimate",
+    "sandwich_line",
+]
+
+
+@dataclass(frozen=True)
+class EvaluationRow:
+    """One line of the ``evaluate`` table.
+
+    Attributes
+    ----------
+    method : str
+    log_z : float
+        Estimate of ``log Z`` (nats).
+    stderr : float
+        Its standard error (0 for exact).
+    bias : str
+        ``"exact"``, ``"lower bound"``, ``"upper bound"`` or ``"either sign"``.
+    cost_sweeps : int
+        Single-chain sweeps spent (0 for exact).
+    train_log_likelihood, test_log_likelihood : float
+        Mean ``log p(v)`` per example implied by ``log_z`` (NaN when the split is absent), nats.
+    seconds : float
+        Wall-clock time of the estimate.
+    """
+
+    method: str
+    log_z: float
+    stderr: float
+    bias: str
+    cost_sweeps: int
+    train_log_likelihood: float
+    test_log_likelihood: float
+    seconds: float
+
+
+def default_methods(model: nn.Module) -> tuple[str, ...]:
+    """``exact`` (when it can be enumerated), ``ais``, ``raise`` and ``rts``; a DBM gets no
+    RAISE (it needs the visible layer to be the only one left after summing out)."""
+    if isinstance(model, DBM):
+        sizes = model.layer_sizes
+        smaller_parity = min(sum(sizes[0::2]), sum(sizes[1::2]))
+        exact = ("exact",) if smaller_parity <= MAX_EXACT_UNITS else ()
+        return (*exact, "ais", "rts")
+    exact = ("exact",) if min(model.layer_sizes) <= MAX_EXACT_UNITS else ()
+    return (*exact, "ais", "raise", "rts")
+
+
+def parse_methods(text: str | None, model: nn.Module) -> tuple[str, ...]:
+    """``"exact,ais,rts"`` → ``("exact", "ais", "rts")``, checked against :func:`boltzlab.estimators.methods`."""
+    if text is None:
+        return default_methods(model)
+    names = tuple(dict.fromkeys(part.strip().lower() for part in text.split(",") if part.strip()))
+    if not names:
+        raise ValidationError(f"--methods must name at least one method, got {text!r}")
+    known = estimators.methods()
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ValidationError(
+            f"--methods: unknown method(s) {', '.join(unknown)}; choose from {', '.join(known)}"
+        )
+    return names
+
+
+def mean_log_f(model: nn.Module, examples: Tensor | None) -> float:
+    """Mean unnormalised ``log f(v)`` (hidden units summed out) over ``examples``; NaN for none
+    and for a DBM, whose ``f(v)`` is itself intractable (its bound is reported instead)."""
+    if examples is None or examples.shape[0] == 0 or isinstance(model, DBM):
+        return math.nan
+    return float(log_unnormalized(model, examples).mean())
+
+
+def row_from_estimate(
+    estimate: LogZEstimate, *, train_log_f: float, test_log_f: float, seconds: float
+) -> EvaluationRow:
+    """A table row from an estimate and the mean ``log f`` of the train and test splits."""
+    return EvaluationRow(
+        method=estimate.method,
+        log_z=float(estimate.log_z),
+        stderr=float(estimate.stderr),
+        bias=bias_words(estimate),
+        cost_sweeps=int(estimate.cost_sweeps),
+        train_log_likelihood=train_log_f - float(estimate.log_z),
+        test_log_likelihood=test_log_f - float(estimate.log_z),
+        seconds=seconds,
+    )
+
+
+def _options(
+    method: str, *, budget: int | None, chains: int | None, operator: Any, held_out: Tensor
+) -> dict[str, Any]:
+    """Estimator options of one method: the matched budget, the chains, the operator, RAISE's data."""
+    if method == "exact":
+        return {}
+    options: dict[str, Any] = matched_options(method, budget) if budget is not None else {}
+    if method in ANNEALING + TEMPERED:
+        if chains is not None:
+            options["n_chains"] = chains
+        if operator is not None:
+            options["operator"] = operator
+    if method == "raise":
+        options["data"] = held_out
+    return options
+
+
+def evaluate_methods(
+    model: nn.Module,
+    methods: Sequence[str],
+    prepared: PreparedData,
+    *,
+    seed: int = 0,
+    budget: int | None = None,
+    chains: int | None = None,
+    operator: Any = None,
+) -> list[EvaluationRow]:
+    """Run every method on ``model`` and return one :class:`EvaluationRow` each.
+
+    Parameters
+    ----------
+    model : TemperedModel
+    methods : sequence of str
+        Names accepted by :func:`boltzlab.estimate_log_z`.
+    prepared : PreparedData
+        The dataset (its train and test splits give the log-likelihood columns) and RAISE's
+        held-out examples.
+    seed : int, default 0
+        Seed of every estimator (each gets the same seed).
+    budget : int, optional
+        Gibbs sweeps per chain for every sampling method
+        (:func:`boltzlab.experiments.accuracy.matched_options`: AIS/RAISE get that many
+        temperatures); default: each estimator's own defaults.
+    chains : int, optional
+        Chains of AIS and the tempered methods, reverse chains per example of RAISE.
+    operator : Operator, optional
+    """
+    dataset = prepared.dataset
+    test = dataset.test if dataset.test is not None else dataset.valid
+    train_log_f, test_log_f = mean_log_f(model, dataset.train), mean_log_f(model, test)
+    rows = []
+    for method in methods:
+        options = _options(
+            method, budget=budget, chains=chains, operator=operator, held_out=prepared.held_out
+        )
+        started = time.perf_counter()
+        estimate = run_quietly(model, method, seed=seed, options=options)
+        rows.append(
+            row_from_estimate(
+                estimate,
+                train_log_f=train_log_f,
+                test_log_f=test_log_f,
+                seconds=time.perf_counter() - started,
+            )
+        )
+    return rows
+
+
+def most_precise(rows: Sequence[EvaluationRow]) -> EvaluationRow:
+    """The row to take ``log Z`` from for the DBM bound: exact if present, else the smallest
+    standard error."""
+    exact = [row for row in rows if row.method == "exact"]
+    return exact[0] if exact else min(rows, key=lambda row: row.stderr)
+
+
+def dbm_tables(
+    model: DBM,
+    rows: Sequence[EvaluationRow],
+    prepared: PreparedData,
+    *,
+    likelihood_examples: int,
+    seed: int,
+) -> str:
+    """The DBM's bound table (every split) and, unless ``likelihood_examples`` is 0, the
+    per-example AIS table on the first ``likelihood_examples`` test examples."""
+    chosen = most_precise(rows)
+    text = format_dbm_rows(dbm_bound_rows(model, prepared.dataset, chosen))
+    if likelihood_examples > 0:
+        dataset = prepared.dataset
+        test = dataset.test if dataset.test is not None else dataset.valid
+        if test is None:
+            test = dataset.train
+        likelihood = dbm_likelihood_rows(
+            model, {"test": test}, chosen, n_examples=likelihood_examples, generator=seed
+        )
+        text += "\n" + format_dbm_rows(likelihood)
+    return text
+
+
+def _number(value: float, digits: int = 4) -> str:
+    return "—" if not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def format_rows(rows: Sequence[EvaluationRow]) -> str:
+    """The table as aligned text: method, log Z, ± s.e., bias, cost, train/test log-likelihood, time."""
+    header = ["method", "log Z", "± s.e.", "bias", "chain-sweeps", "train LL", "test LL", "time"]
+    cells = [
+        [
+            row.method,
+            _number(row.log_z),
+            "0" if row.stderr == 0 else _number(row.stderr),
+            row.bias,
+            f"{row.cost_sweeps:,}",
+            _number(row.train_log_likelihood),
+            _number(row.test_log_likelihood),
+            format_seconds(row.seconds),
+        ]
+        for row in rows
+    ]
+    return format_table(header, cells)
+
+
+def sandwich_line(rows: Sequence[EvaluationRow]) -> str | None:
+    """``AIS ≲ log Z ≲ RAISE`` with the implied test log-likelihood range, when both ran; else None."""
+    by_method = {row.method: row for row in rows}
+    if "ais" not in by_method or "raise" not in by_method:
+        return None
+    lower, upper = by_method["ais"], by_method["raise"]
+    line = (
+        f"sandwich: {lower.log_z:.4f} (AIS, lower bound) ≲ log Z ≲ {upper.log_z:.4f} (RAISE, upper bound), "
+        f"width {upper.log_z - lower.log_z:.4f} nats"
+    )
+    if lower.log_z > upper.log_z:
+        line += (
+            "; the bounds cross, so at least one is not yet reliable (more temperatures, or held-out data "
+            "more typical of the model)"
+        )
+    if math.isfinite(lower.test_log_likelihood):
+        line += f"; test log-likelihood between {upper.test_log_likelihood:.4f} and {lower.test_log_likelihood:.4f}"
+    if "exact" in by_method:
+        exact = by_method["exact"].log_z
+        inside = lower.log_z <= exact <= upper.log_z
+        line += f"; exact log Z {exact:.4f} is {'inside' if inside else 'outside'}"
+    return line
+
+
+@click.command(
+    "evaluate",
+    short_help="Compare log Z estimators and log-likelihoods.",
+    epilog="""\b
+Example:
+  boltzlab evaluate runs/mnist/model.safetensors --data mnist
+  boltzlab evaluate model.safetensors --data mnist --methods exact,ais,raise,rts,mbar --budget 1000
+  boltzlab evaluate model.safetensors --data digits.npz --chains 200 --operator flip --seed 3""",
+)
+@click.argument("model_path", metavar="MODEL", type=click.Path(path_type=Path))
+@click.option(
+    "--data",
+    "data_name",
+    required=True,
+    metavar="NAME|PATH",
+    help="Dataset: train/test log-likelihood, RAISE's held-out examples, the base when the model has none.",
+)
+@click.option(
+    "--methods",
+    metavar="LIST",
+    help="Comma-separated estimators (default: exact when enumerable, ais, raise, rts); any of "
+    + ", ".join(estimators.methods())
+    + ".",
+)
+@click.option(
+    "--budget",
+    type=click.IntRange(min=20),
+    metavar="SWEEPS",
+    help="Gibbs sweeps per chain for every sampling method (AIS/RAISE: that many temperatures); "
+    "default: each estimator's own.",
+)
+@click.option("--chains", type=click.IntRange(min=1), help="Chains per method (RAISE: per example).")
+@click.option(
+    "--examples",
+    type=click.IntRange(min=1),
+    default=DEFAULT_RAISE_EXAMPLES,
+    show_default=True,
+    help="RAISE: held-out examples to anneal back from.",
+)
+@click.option(
+    "--likelihood-examples",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="DBM only: test examples whose log p(v) is estimated by per-example AIS (0: skip).",
+)
+@click.option("--operator", help=operator_help("Transition operator (default gibbs)"))
+@click.option("--alpha", type=float, help="Flip weight of --operator mixture (default 0.5).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--data-root", type=click.Path(path_type=Path), metavar="DIR", help="Where to look for dataset files."
+)
+@command_options
+def evaluate(
+    model_path: Path,
+    data_name: str,
+    methods: str | None,
+    budget: int | None,
+    chains: int | None,
+    examples: int,
+    likelihood_examples: int,
+    operator: str | None,
+    alpha: float | None,
+    seed: int,
+    data_root: Path | None,
+) -> None:
+    """Estimate log Z of a saved model with several methods and print the comparison table.
+
+    Columns: method, log Z, standard error, bias direction, cost in chain-sweeps, the mean
+    train and test log-likelihood implied by that log Z (nats per example), and time. When AIS
+    and RAISE both ran, the sandwich they give is printed last. For a DBM the log-likelihood
+    columns are empty and a second table gives the variational lower bound per split (with
+    the most precise log Z above) and per-example AIS log p(v) on a few test examples.
+    """
+    model = load_model_file(model_path)
+    choose_threads(model)
+    chosen = parse_methods(methods, model)
+    op = None
+    if operator is not None or alpha is not None:
+        name = operator or "gibbs"
+        op = operators.get(name, **operator_params(name, alpha))
+    prepared = prepare_data(model, data_name, root=data_root, seed=seed, n_examples=examples)
+    click.echo(f"model: {model_path} ({describe_model(model)})")
+    raise_note = f"; RAISE uses {prepared.held_out_description}" if "raise" in chosen else ""
+    click.echo(f"data: {prepared.dataset.name}{raise_note}")
+    rows = evaluate_methods(model, chosen, prepared, seed=seed, budget=budget, chains=chains, operator=op)
+    click.echo(format_rows(rows))
+    sandwich = sandwich_line(rows)
+    if sandwich is not None:
+        click.echo(sandwich)
+    if isinstance(model, DBM):
+        click.echo(dbm_tables(model, rows, prepared, likelihood_examples=likelihood_examples, seed=seed))

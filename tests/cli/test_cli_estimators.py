@@ -1,0 +1,239 @@
+"""``boltzlab logz`` for every method, ``boltzlab evaluate``, and the accuracy ``reproduce`` commands.
+
+Properties checked: ``logz --method m`` lands within 4 of its own standard errors of the
+exact log Z on a tiny model for every sampling method (exact prints the library's value);
+RAISE without ``--data`` and a flag that means nothing to the chosen method each fail in one
+``error:`` line; ``evaluate`` prints one table row per method, log-likelihoods consistent with
+its log Z, and the AIS/RAISE sandwich; and ``reproduce rts-vs-ais | estimators-vs-k |
+varopt --tiny`` each write their tables, PNG and a ``summary.md`` whose verdict matches the
+finding computed from the numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner, Result
+
+import harness
+from boltzlab.cli.main import cli
+from boltzlab.estimators.exact import exact_log_z
+
+N_VISIBLE, N_HIDDEN = 7, 3
+LOG_Z_LINE = re.compile(r"log Z = (-?[0-9.]+) ± ([0-9.]+)")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+# Small budgets per method: seconds on one thread, error bars of a few hundredths of a nat.
+METHOD_FLAGS = {
+    "ais": ["--chains", "200", "--temperatures", "300"],
+    "raise": ["--chains", "20", "--temperatures", "300", "--examples", "30"],
+    "rts": ["--chains", "40", "--temperatures", "8", "--sweeps", "400"],
+    "ts": ["--chains", "40", "--temperatures", "8", "--sweeps", "400"],
+    "ti": ["--chains", "40", "--temperatures", "8", "--sweeps", "400"],
+    "ti-rb": ["--chains", "40", "--temperatures", "8", "--sweeps", "400"],
+    "mbar": ["--chains", "40", "--temperatures", "8", "--sweeps", "400"],
+}
+
+
+def invoke(*args: str | Path) -> Result:
+    return CliRunner().invoke(cli, [str(arg) for arg in args])
+
+
+def assert_one_line_error(result: Result, *fragments: str) -> None:
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.fixture(scope="module")
+def data_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A binary .npz dataset of 7 variables: 60 train and 30 test examples."""
+    generator = np.random.default_rng(0)
+    path = tmp_path_factory.mktemp("data") / "tiny.npz"
+    marginals = np.linspace(0.15, 0.85, N_VISIBLE)
+    np.savez(
+        path,
+        x_train=(generator.random((60, N_VISIBLE)) < marginals).astype(np.uint8),
+        x_test=(generator.random((30, N_VISIBLE)) < marginals).astype(np.uint8),
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
+    """A 7×3 RBM whose base was never fitted (uniform base), saved; and its exact log Z."""
+    model = harness.random_rbm(N_VISIBLE, N_HIDDEN, scale=1.5, seed=3)
+    path = model.save(tmp_path_factory.mktemp("model") / "model.safetensors")
+    return path, exact_log_z(model)
+
+
+@pytest.fixture(scope="module")
+def fitted_model_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
+    """The same RBM with a fitted base-rate base (no ``--data`` needed), saved; and its exact log Z."""
+    model = harness.random_rbm(N_VISIBLE, N_HIDDEN, scale=1.5, seed=3, base_rate=True)
+    path = model.save(tmp_path_factory.mktemp("fitted") / "model.safetensors")
+    return path, exact_log_z(model)
+
+
+def test_logz_exact_prints_the_enumerated_value(fitted_model_file: tuple[Path, float]) -> None:
+    path, exact = fitted_model_file
+    result = invoke("logz", path, "--method", "exact")
+    assert result.exit_code == 0, result.output
+    printed = float(re.search(r"log Z = (-?[0-9.]+) \(exact\)", result.stdout).group(1))
+    assert abs(printed - exact) < 1e-5
+
+
+@pytest.mark.parametrize("method", list(METHOD_FLAGS))
+def test_logz_every_method_within_four_standard_errors(
+    method: str, fitted_model_file: tuple[Path, float], data_file: Path
+) -> None:
+    path, exact = fitted_model_file
+    data = ["--data", data_file] if method == "raise" else []
+    result = invoke("logz", path, "--method", method, *METHOD_FLAGS[method], *data, "--seed", "2")
+    assert result.exit_code == 0, result.output
+    match = LOG_Z_LINE.search(result.stdout)
+    assert match is not None, result.stdout
+    log_z, stderr = float(match.group(1)), float(match.group(2))
+    assert 0 < stderr < 0.5, result.stdout
+    assert abs(log_z - exact) / stderr < 4.0, (method, log_z, exact, stderr)
+    assert re.search(r"cost: [0-9,]+ chain-sweeps", result.stdout)
+    bound = {"ais": "lower bound", "raise": "upper bound"}.get(method, "either sign")
+    assert bound in result.stdout
+
+
+def test_logz_varopt_schedule_with_deceleration(fitted_model_file: tuple[Path, float]) -> None:
+    path, exact = fitted_model_file
+    result = invoke(
+        "logz", path, "--method", "ais", "--schedule", "varopt", "--decelerate", "0.01",
+        "--temperatures", "300", "--chains", "200",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    log_z, stderr = (float(group) for group in LOG_Z_LINE.search(result.stdout).groups())
+    assert abs(log_z - exact) / stderr < 4.0
+
+
+def test_logz_raise_without_data_is_one_line(fitted_model_file: tuple[Path, float]) -> None:
+    assert_one_line_error(invoke("logz", fitted_model_file[0], "--method", "raise"), "--data")
+
+
+def test_logz_refuses_a_flag_the_method_does_not_take(fitted_model_file: tuple[Path, float]) -> None:
+    assert_one_line_error(
+        invoke("logz", fitted_model_file[0], "--method", "ais", "--sweeps", "100"), "--sweeps", "rts"
+    )
+    assert_one_line_error(
+        invoke("logz", fitted_model_file[0], "--method", "exact", "--chains", "10"), "--chains"
+    )
+
+
+def test_logz_data_fits_a_missing_base(model_file: tuple[Path, float], data_file: Path) -> None:
+    result = invoke("logz", model_file[0], "--method", "ais", "--chains", "50", "--temperatures", "50")
+    assert result.exit_code == 0 and "uniform base" in result.stderr
+    result = invoke(
+        "logz",
+        model_file[0],
+        "--method",
+        "ais",
+        "--chains",
+        "50",
+        "--temperatures",
+        "50",
+        "--data",
+        data_file,
+    )
+    assert result.exit_code == 0 and "base-rate base fitted" in result.stderr
+
+
+def test_evaluate_prints_the_table_and_the_sandwich(
+    fitted_model_file: tuple[Path, float], data_file: Path
+) -> None:
+    path, exact = fitted_model_file
+    result = invoke(
+        "evaluate", path, "--data", data_file, "--methods", "exact,ais,raise,rts", "--budget", "200",
+        "--chains", "30", "--examples", "20",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    header = next(line for line in lines if line.strip().startswith("method"))
+    for column in ("log Z", "± s.e.", "bias", "chain-sweeps", "train LL", "test LL", "time"):
+        assert column in header
+    rows = {
+        line.split()[0]: line.split() for line in lines if line.split() and line.split()[0] in METHOD_FLAGS
+    }
+    rows["exact"] = next(line.split() for line in lines if line.strip().startswith("exact"))
+    assert set(rows) == {"exact", "ais", "raise", "rts"}
+    assert abs(float(rows["exact"][1]) - exact) < 1e-3
+    # The log-likelihood columns are mean log f − log Z: their differences mirror log Z's.
+    train_gap = float(rows["ais"][-4]) - float(rows["exact"][-4])
+    assert abs(train_gap + (float(rows["ais"][1]) - float(rows["exact"][1]))) < 2e-4
+    sandwich = next(line for line in lines if line.startswith("sandwich:"))
+    assert "AIS, lower bound" in sandwich and "RAISE, upper bound" in sandwich and "exact log Z" in sandwich
+
+
+def test_evaluate_without_ais_and_raise_has_no_sandwich(
+    fitted_model_file: tuple[Path, float], data_file: Path
+) -> None:
+    result = invoke("evaluate", fitted_model_file[0], "--data", data_file, "--methods", "exact,ti")
+    assert result.exit_code == 0, result.output
+    assert "sandwich" not in result.stdout
+
+
+def test_evaluate_unknown_method_is_one_line(fitted_model_file: tuple[Path, float], data_file: Path) -> None:
+    assert_one_line_error(
+        invoke("evaluate", fitted_model_file[0], "--data", data_file, "--methods", "ais,nope"), "nope"
+    )
+
+
+@pytest.fixture(scope="module")
+def benchmark_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 16-variable dataset for the tiny accuracy benchmarks (4 hidden units each)."""
+    generator = np.random.default_rng(1)
+    path = tmp_path_factory.mktemp("bench") / "bench.npz"
+    marginals = np.linspace(0.1, 0.6, 16)
+    np.savez(
+        path,
+        x_train=(generator.random((120, 16)) < marginals).astype(np.uint8),
+        x_test=(generator.random((20, 16)) < marginals).astype(np.uint8),
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("command", "files"),
+    [
+        ("rts-vs-ais", ["rts-vs-ais.png", "rts-vs-ais.csv", "rts-vs-ais-statistics.csv", "rts-vs-ais.md"]),
+        ("estimators-vs-k", ["estimators-vs-k.png", "estimators-vs-k.csv", "estimators-vs-k.md"]),
+        ("varopt", ["varopt.png", "varopt.csv", "varopt.md"]),
+    ],
+)
+def test_reproduce_tiny_writes_tables_plot_and_summary(
+    command: str, files: list[str], benchmark_data: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / command
+    models = tmp_path / "models"
+    result = invoke(
+        "reproduce", command, "--tiny", "--dataset", benchmark_data, "--out", out, "--model-dir", models
+    )
+    assert result.exit_code == 0, result.output
+    for name in files:
+        assert (out / name).stat().st_size > 0, name
+    assert (out / files[0]).read_bytes()[:8] == PNG_MAGIC
+    summary = (out / "summary.md").read_text()
+    verdict = re.search(r"verdict: .*\? (Yes|No|Not decided|Mixed) \((\w+)\)", result.stdout)
+    assert verdict is not None, result.stdout
+    words, key = verdict.groups()
+    assert {"confirmed": "Yes", "contradicted": "No", "inconclusive": "Not decided", "mixed": "Mixed"}[
+        key
+    ] == words
+    assert f"{words} ({key})" in summary
+    assert "## Runtime" in summary
+    # A second run reuses the cached models instead of training them again.
+    again = invoke(
+        "reproduce", command, "--tiny", "--dataset", benchmark_data, "--out", out, "--model-dir", models
+    )
+    assert again.exit_code == 0 and "training the" not in again.stderr
