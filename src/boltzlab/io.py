@@ -33,6 +33,7 @@ from torch import Tensor, nn
 
 from boltzlab.errors import ModelFileError, ValidationError
 from boltzlab.models.dbm import DBM
+from boltzlab.models.gaussian_rbm import GaussianRBM
 from boltzlab.models.rbm import RBM
 
 __all__ = [
@@ -498,6 +499,44 @@ def _dbm_build(tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.
     return model
 
 
+def _gaussian_rbm_tensors(model: GaussianRBM) -> dict[str, Tensor]:
+    return {
+        "weights": model.weights,
+        "visible_bias": model.visible_bias,
+        "hidden_bias": model.hidden_bias,
+        "log_std": model.log_std,
+        "base_mean": model.base_mean,
+        "base_std": model.base_std,
+    }
+
+
+def _gaussian_rbm_expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    expected = _rbm_expected_shapes(shapes)
+    del expected["base_logits"]
+    n_visible = expected["visible_bias"]
+    expected.update({"log_std": n_visible, "base_mean": n_visible, "base_std": n_visible})
+    return expected
+
+
+def _gaussian_rbm_build(
+    tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.device
+) -> GaussianRBM:
+    if not bool((tensors["base_std"] > 0).all()):
+        raise ValidationError("tensor 'base_std' must be positive in every unit")
+    model = GaussianRBM(
+        weights=tensors["weights"],
+        visible_bias=tensors["visible_bias"],
+        hidden_bias=tensors["hidden_bias"],
+        dtype=dtype,
+        device=device,
+    )
+    with torch.no_grad():
+        # log σ is copied, not rebuilt from σ, so the round trip is bit-exact.
+        for name in ("log_std", "base_mean", "base_std"):
+            getattr(model, name).copy_(tensors[name].to(device=device, dtype=dtype))
+    return model
+
+
 MODEL_KINDS: dict[str, ModelKind] = {
     "rbm": ModelKind(
         name="rbm",
@@ -512,6 +551,13 @@ MODEL_KINDS: dict[str, ModelKind] = {
         tensors=_dbm_tensors,
         expected_shapes=_dbm_expected_shapes,
         build=_dbm_build,
+    ),
+    "gaussian-rbm": ModelKind(
+        name="gaussian-rbm",
+        model_class=GaussianRBM,
+        tensors=_gaussian_rbm_tensors,
+        expected_shapes=_gaussian_rbm_expected_shapes,
+        build=_gaussian_rbm_build,
     ),
 }
 

@@ -22,7 +22,7 @@ from boltzlab.models.base import TemperedModel
 from boltzlab.operators.base import Operator, StepInfo
 from boltzlab.registry import Registry
 from boltzlab.rng import resolve_generator
-from boltzlab.validation import as_binary_tensor, check_positive_int
+from boltzlab.validation import as_model_data, check_positive_int
 
 __all__ = [
     "SampleResult",
@@ -116,9 +116,7 @@ def initial_chains(
         if init != "base":
             raise ValidationError(f"init must be 'base', a data tensor or Chains, got {init!r}")
         return model.init_chains(n_chains, generator=generator).with_beta(beta)
-    data = as_binary_tensor(
-        init, "init", n_units=model.layer_sizes[0], dtype=model.dtype, device=model.device
-    )
+    data = as_model_data(model, init, "init")
     rows = torch.randint(0, data.shape[0], (n_chains,), generator=generator, device=model.device)
     base = model.init_chains(n_chains, generator=generator)
     return Chains(layers=(data[rows], *base.layers[1:]), beta=base.beta).with_beta(beta)

@@ -281,7 +281,10 @@ CORRUPTIONS = [
     (_set("format_version", "2"), r"format version 2 but this boltzlab reads version 1; upgrade boltzlab"),
     (_set("format_version", "0"), r"format version 0 is not supported"),
     (_set("format_version", "one"), r"format_version 'one' is not a whole number"),
-    (_set("kind", "quantum"), r"kind 'quantum', which this boltzlab .* \(known: rbm, dbm\); upgrade"),
+    (
+        _set("kind", "quantum"),
+        r"kind 'quantum', which this boltzlab .* \(known: rbm, dbm, gaussian-rbm\); upgrade",
+    ),
     (_unset("shapes"), r"its metadata lacks 'shapes'"),
     (_set("dtype", "int64"), r"declares unsupported dtype 'int64'"),
     (_set("base_fitted", "maybe"), r"base_fitted is 'maybe', expected 'true' or 'false'"),

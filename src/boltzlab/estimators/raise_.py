@@ -65,7 +65,7 @@ from boltzlab.models.base import TemperedModel, log_f_marginal
 from boltzlab.numerics import log_ess, log_mean_exp
 from boltzlab.operators.base import Operator
 from boltzlab.rng import resolve_generator
-from boltzlab.validation import as_binary_tensor, check_positive_int
+from boltzlab.validation import as_model_data, check_positive_int
 
 __all__ = ["RAISEResult", "raise_log_likelihood", "raise_log_z"]
 
@@ -179,7 +179,7 @@ def raise_log_likelihood(
             "RAISE needs a model whose only layer left after summing out update_groups[0] is the "
             f"visible one (an RBM); this model keeps layers {kept}"
         )
-    data = as_binary_tensor(data, "data", n_units=layer_sizes[0], dtype=model.dtype, device=model.device)
+    data = as_model_data(model, data, "data")  # 0/1, or real for a Gaussian visible layer
     n_chains = check_positive_int(n_chains, "n_chains")
     chains_per_batch = check_positive_int(chains_per_batch, "chains_per_batch")
     transition = operators.get(operator)

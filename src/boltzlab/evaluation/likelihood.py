@@ -6,16 +6,14 @@ import torch
 from torch import Tensor
 
 from boltzlab.models.base import log_f_marginal
-from boltzlab.validation import as_binary_tensor
+from boltzlab.validation import as_model_data
 
 __all__ = ["log_likelihood", "log_unnormalized"]
 
 
 def log_unnormalized(model, data: Tensor, *, batch_size: int = 4096) -> Tensor:
     """``log f(v)`` (hidden units summed out, β = 1) per example; float64, shape ``(n,)``."""
-    data = as_binary_tensor(
-        data, "data", n_units=model.layer_sizes[0], dtype=model.dtype, device=model.device
-    )
+    data = as_model_data(model, data, "data")
     parts = [log_f_marginal(model.marginal_terms(batch), 1.0) for batch in torch.split(data, batch_size)]
     return torch.cat(parts)
 
@@ -26,7 +24,8 @@ def log_likelihood(model, data: Tensor, log_z: float, *, batch_size: int = 4096)
     Parameters
     ----------
     model : TemperedModel
-    data : Tensor, shape (n_examples, n_visible), values 0/1
+    data : Tensor, shape (n_examples, n_visible)
+        Values 0/1, or real for a model with real-valued visible units (``validate_data``).
     log_z : float
         ``log Z`` of the model (exact, or an estimate's ``log_z``).
     """

@@ -8,6 +8,7 @@ from boltzlab.models.base import (
     path_derivative,
 )
 from boltzlab.models.dbm import DBM
+from boltzlab.models.gaussian_rbm import GaussianRBM
 from boltzlab.models.mean_field import (
     MeanFieldResult,
     binary_entropy,
@@ -22,6 +23,7 @@ __all__ = [
     "DBM",
     "RBM",
     "GaussianMixtureFamily",
+    "GaussianRBM",
     "MarginalTerms",
     "MeanFieldResult",
     "TemperedModel",

@@ -8,6 +8,15 @@ current value. Units of one group are conditionally independent given the other 
 each unit's kernel depends only on those and its own value, so updating a whole group at once
 equals applying the single-unit kernels one after another (Brügge et al. 2013, §3).
 
+**Non-binary layers.** A model may declare ``layer_kinds`` (one string per layer; absent
+means all ``"binary"``). A layer of another kind (the ``"gaussian"`` visible layer of
+:class:`~boltzlab.models.gaussian_rbm.GaussianRBM`) has no log-odds, so the sweep draws it
+exactly from its conditional with ``model.sample_conditional(index, layers, beta,
+generator=...)`` — a Gibbs update of that group. Every operator stays valid: each group
+update only has to leave the group's conditional invariant, and an exact draw does. Binary
+layers, and models without ``layer_kinds``, take exactly the code path (and random stream)
+they always did.
+
 Adding an operator: one file in this package defining a :class:`LayerwiseOperator` subclass
 decorated with :func:`register`, plus one test calling ``harness.check_operator_exact``.
 """
@@ -161,21 +170,41 @@ class LayerwiseOperator(ABC):
         """
         layers = list(chains.layers)
         groups = model.update_groups[::-1] if reverse else model.update_groups
+        kinds = _non_binary_kinds(model)
         for group_index, group in enumerate(groups):
             if group_index == 0 and terms is not None and not reverse:
+                # The summed-out group is binary by the MarginalTerms protocol (logits β·a).
                 joint = terms.preactivation * chains.beta[:, None]
                 sizes = [model.layer_sizes[i] for i in group]
                 logits = list(torch.split(joint, sizes, dim=1)) if len(group) > 1 else [joint]
             else:
                 snapshot = tuple(layers)
-                logits = [model.conditional_logits(i, snapshot, chains.beta) for i in group]
+                logits = [
+                    model.conditional_logits(i, snapshot, chains.beta)
+                    if kinds is None or kinds[i] == "binary"
+                    else None
+                    for i in group
+                ]
             for index, layer_logits in zip(group, logits, strict=True):
-                layers[index] = self.sample_layer_(layer_logits, layers[index], generator=generator)
+                if layer_logits is None:  # a non-binary layer: an exact conditional draw
+                    layers[index] = model.sample_conditional(  # type: ignore[attr-defined]
+                        index, snapshot, chains.beta, generator=generator
+                    )
+                else:
+                    layers[index] = self.sample_layer_(layer_logits, layers[index], generator=generator)
         new_chains = Chains(layers=tuple(layers), beta=chains.beta)
         return new_chains, StepInfo(previous=chains, current=new_chains)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+def _non_binary_kinds(model: TemperedModel) -> tuple[str, ...] | None:
+    """``model.layer_kinds`` if some layer is not binary, else ``None`` (the binary fast path)."""
+    kinds = getattr(model, "layer_kinds", None)
+    if kinds is None or all(kind == "binary" for kind in kinds):
+        return None
+    return tuple(kinds)
 
 
 _OPERATORS: Registry[Callable[..., Operator]] = Registry("operator")
