@@ -18,7 +18,18 @@ import click
 import torch
 
 import boltzlab
-from boltzlab.cli import demo, info, logz, sample, train
+from boltzlab.cli import (
+    demo,
+    evaluate,
+    info,
+    logz,
+    reproduce,
+    reproduce_cast,
+    reproduce_estimators,
+    reproduce_front_end,
+    sample,
+    train,
+)
 from boltzlab.cli.common import DEBUG_KEY, THREADS_KEY
 from boltzlab.errors import BoltzlabError
 
@@ -137,8 +148,15 @@ def cli(debug: bool) -> None:
 cli.add_command(demo.demo)
 cli.add_command(train.train)
 cli.add_command(logz.logz)
+cli.add_command(evaluate.evaluate)
 cli.add_command(sample.sample)
 cli.add_command(info.info)
+cli.add_command(reproduce.reproduce)
+reproduce.reproduce.add_command(reproduce_cast.cast)
+reproduce.reproduce.add_command(reproduce_estimators.rts_vs_ais)
+reproduce.reproduce.add_command(reproduce_estimators.estimators_vs_k)
+reproduce.reproduce.add_command(reproduce_estimators.varopt)
+reproduce.reproduce.add_command(reproduce_front_end.front_end)
 
 
 def main(argv: list[str] | None = None) -> None:

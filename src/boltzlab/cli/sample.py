@@ -3,6 +3,14 @@
 One row per chain, time left to right: a sample every ``--keep-every`` sweeps. The plain
 sampler runs in chunks with a progress bar; the chunks pass the chains and the one generator
 on, so the samples are those of a single :func:`boltzlab.sample` call with the same seed.
+
+Tempered samplers (``--sampler pt | st | ast | cast | tt``, any of
+:func:`boltzlab.sampling.samplers`) draw their β = 1 chains in the strip and also write
+``<out-stem>-temperatures.png``: temperature trajectories and level occupancy (simulated
+tempering, adaptive ST, CAST's fast chains), swap acceptance per pair (parallel tempering,
+whose summary records no per-replica trajectories) or acceptance per chain (tempered
+transitions); one line sums the run up. ``--levels`` and ``--low`` set a uniform ladder from
+``low`` to 1 (defaults: 10 levels from 0 for pt, st and tt; 20 from 0.9 for ast and cast).
 """
 
 from __future__ import annotations
@@ -29,11 +37,57 @@ from boltzlab.cli.common import (
 from boltzlab.errors import ValidationError
 from boltzlab.operators import Operator
 from boltzlab.rng import make_generator
+from boltzlab.tempering import ladders
+from boltzlab.tempering.cast import CASTSummary
+from boltzlab.tempering.parallel import ParallelTemperingSummary
+from boltzlab.tempering.simulated import SimulatedTemperingSummary
+from boltzlab.tempering.transitions import TemperedTransitionsSummary
 
 __all__ = ["sample"]
 
 # About this many progress-bar steps per run.
 _N_CHUNKS = 50
+# Samplers whose factory takes ``low`` (their default ladder is not from 0) rather than a ladder.
+_LOW_SAMPLERS = ("ast", "cast")
+# Levels of the pt, st and tt default ladders, used when only --low is given.
+_DEFAULT_LEVELS = 10
+
+
+def ladder_options(sampler: str, levels: int | None, low: float | None) -> dict[str, Any]:
+    """The sampler's ladder options from ``--levels`` and ``--low``; refused for ``plain``."""
+    if levels is None and low is None:
+        return {}
+    if sampler == "plain":
+        given = "--levels" if levels is not None else "--low"
+        raise ValidationError(f"{given} applies to tempered samplers, not --sampler plain")
+    if low is None:
+        return {"n_levels": levels}
+    if sampler in _LOW_SAMPLERS:
+        return {"low": low} if levels is None else {"low": low, "n_levels": levels}
+    return {"ladder": ladders.uniform(_DEFAULT_LEVELS if levels is None else levels, low=low)}
+
+
+def describe_summary(summary: Any) -> str:
+    """One line on a tempered run: acceptance, occupancy, round trips or exchanges."""
+    if isinstance(summary, CASTSummary):
+        return f"fast chains: {describe_summary(summary.fast)}; {summary.n_exchanges} exchanges (lag {summary.lag})"
+    if isinstance(summary, SimulatedTemperingSummary):
+        occupancy = summary.occupancy
+        return (
+            f"level-move acceptance {summary.acceptance_rate:.1%}; occupancy {float(occupancy.min()):.1%} to "
+            f"{float(occupancy.max()):.1%} over {occupancy.numel()} levels (uniform {1 / occupancy.numel():.1%}); "
+            f"{int(summary.round_trips.sum())} round trips"
+        )
+    if isinstance(summary, ParallelTemperingSummary):
+        rates = summary.swap_acceptance[~summary.swap_acceptance.isnan()]
+        span = f"{float(rates.min()):.1%} to {float(rates.max()):.1%}" if rates.numel() else "none proposed"
+        return f"swap acceptance per pair {span}; {summary.total_round_trips} round trips"
+    if isinstance(summary, TemperedTransitionsSummary):
+        return (
+            f"acceptance {summary.acceptance_rate:.1%} (mean acceptance probability "
+            f"{summary.mean_acceptance_probability:.1%}); {summary.sweeps_per_step} sweeps per move"
+        )
+    return f"summary: {type(summary).__name__}"
 
 
 def _run_plain(model: Any, options: dict[str, Any], operator: Operator) -> tuple[torch.Tensor, float]:
@@ -75,11 +129,20 @@ def _run_plain(model: Any, options: dict[str, Any], operator: Operator) -> tuple
     epilog="""\b
 Example:
   boltzlab sample runs/digits/model.safetensors --chains 8 --sweeps 1000 --keep-every 100 --out samples.png
-  boltzlab sample runs/digits/model.safetensors --operator flip --out samples-flip.png""",
+  boltzlab sample runs/digits/model.safetensors --operator flip --out samples-flip.png
+  boltzlab sample runs/digits/model.safetensors --sampler pt --levels 8 --out samples-pt.png""",
 )
 @click.argument("model_path", metavar="MODEL", type=click.Path(path_type=Path))
 @click.option(
     "--sampler", default="plain", show_default=True, help=f"Sampler: {', '.join(sampling.samplers())}."
+)
+@click.option(
+    "--levels", type=click.IntRange(min=2), help="Temperatures of a tempered sampler's uniform ladder."
+)
+@click.option(
+    "--low",
+    type=click.FloatRange(min=0.0, max=1.0, max_open=True),
+    help="Lowest inverse temperature of the ladder (default 0; 0.9 for ast and cast).",
 )
 @click.option("--operator", default="gibbs", show_default=True, help=operator_help())
 @click.option("--alpha", type=float, help="Flip weight of --operator mixture (default 0.5).")
@@ -112,33 +175,45 @@ Example:
 )
 @command_options
 def sample(model_path: Path, **options: Any) -> None:
-    """Draw consecutive samples of a few chains from a saved model as a PNG (rows = chains)."""
+    """Draw consecutive samples of a few chains from a saved model as a PNG (rows = chains).
+
+    Tempered samplers also write OUT-STEM-temperatures.png: where their chains went on the ladder.
+    """
     from boltzlab.plotting import chain_strip_figure, save_figure
+    from boltzlab.plotting.experiments import tempered_sampler_figure
 
     if options["keep_every"] > options["sweeps"]:
         raise ValidationError(
             f"--keep-every {options['keep_every']} exceeds --sweeps {options['sweeps']}: no sample would be kept"
         )
+    sampler = options["sampler"].lower()
+    if sampler not in sampling.samplers():
+        raise ValidationError(
+            f"--sampler must be one of {', '.join(sampling.samplers())}, got {options['sampler']!r}"
+        )
+    scheme_options = ladder_options(sampler, options["levels"], options["low"])
     model = load_model_file(model_path)
     choose_threads(model)
     image_shape = image_shape_of(model, parse_image_shape(options["image_shape"]))
     # Built here, so a bad name fails before the progress bar starts.
     operator = operators.get(options["operator"], **operator_params(options["operator"], options["alpha"]))
     click.echo(f"model: {model_path} ({describe_model(model)})")
-    if options["sampler"].lower() == "plain":
+    summary = None
+    if sampler == "plain":
         samples, flip_rate = _run_plain(model, options, operator)
     else:
         result = sampling.sample(
             model,
-            sampler=options["sampler"],
+            sampler=sampler,
             operator=operator,
             n_chains=options["chains"],
             n_sweeps=options["sweeps"],
             generator=options["seed"],
             keep_every=options["keep_every"],
             burn_in=options["burn_in"],
+            **scheme_options,
         )
-        samples, flip_rate = result.samples, None
+        samples, flip_rate, summary = result.samples, None, result.info.summary
     if samples is None:
         raise ValidationError(f"the {options['sampler']} sampler kept no samples; check --keep-every")
     title = (
@@ -148,10 +223,17 @@ def sample(model_path: Path, **options: Any) -> None:
     figure = chain_strip_figure(
         samples.cpu(), image_shape=image_shape, n_chains=samples.shape[1], title=title
     )
-    path = save_figure(figure, options["out"])
+    written = [save_figure(figure, options["out"])]
+    if summary is not None:
+        out: Path = options["out"]
+        temperatures = tempered_sampler_figure(
+            summary, title=f"{sampler} sampler, {options['operator']} sweeps, {options['sweeps']} steps"
+        )
+        written.append(save_figure(temperatures, out.with_name(f"{out.stem}-temperatures.png")))
+        click.echo(f"{sampler}: {describe_summary(summary)}")
     if flip_rate is not None:
         click.echo(f"mean fraction of units changed per sweep: {flip_rate:.4f}")
     click.echo(
         f"{samples.shape[1]} chains × {samples.shape[0]} samples, one every {options['keep_every']} sweeps"
     )
-    report_written([path])
+    report_written(written)

@@ -5,6 +5,19 @@ written before training so even a killed run keeps it; feed it back with ``--con
 ``metrics.csv``, ``checkpoints/`` (the final checkpoint always, and every
 ``--checkpoint-every`` updates; ``--resume`` continues from the newest), ``model.safetensors``
 and ``plots/training.png`` and ``plots/samples.png``.
+
+``--algorithm`` is any registered negative phase (:func:`boltzlab.training.available_phases`:
+CD, PCD, FPCD, parallel tempering, adaptive simulated tempering, CAST, Trans-SAP). The options
+that shape them become ``algorithm_params``: ``--levels`` (ladder size of pt, ast, cast and
+trans-sap), ``--lag`` (CAST's exchange lag), ``--fast-learning-rate`` and ``--fast-decay``
+(FPCD); giving one to an algorithm that does not use it is a one-line error.
+
+``--model dbm --layers 784,500,1000`` trains a deep Boltzmann machine instead (Salakhutdinov &
+Hinton 2009; the mean-field objective of :mod:`boltzlab.training.mean_field_objective`):
+``--algorithm sap`` is an alias of ``pcd`` (SAP, as the CAST paper calls it), ``--pretrain``
+starts from greedily pretrained RBMs (:mod:`boltzlab.training.pretraining`,
+``--pretrain-updates`` per RBM), and ``--track-bound-every N`` records the variational lower
+bound every N updates (``log Z`` exact when enumerable, else by AIS).
 """
 
 from __future__ import annotations
@@ -29,9 +42,10 @@ from boltzlab.cli.common import (
 )
 from boltzlab.cli.config import recorded_options, write_config
 from boltzlab.errors import ValidationError
+from boltzlab.models.dbm import DBM
 from boltzlab.models.rbm import RBM
 from boltzlab.rng import make_generator, spawn
-from boltzlab.training import find_latest_checkpoint
+from boltzlab.training import available_phases, find_latest_checkpoint
 from boltzlab.training import train as train_model
 
 __all__ = ["train"]
@@ -40,6 +54,116 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 # Options that say where and whether to continue, not what the run is: left out of config.toml.
 _NOT_RECORDED = ("out", "resume")
 _N_SHOWN_SAMPLES = 64
+# Which algorithms use each algorithm option: flag name → (algorithm_params key, algorithms).
+_ALGORITHM_OPTIONS = {
+    "levels": ("n_levels", ("pt", "ast", "cast", "trans-sap")),
+    "lag": ("lag", ("cast",)),
+    "fast_learning_rate": ("fast_learning_rate", ("fpcd",)),
+    "fast_decay": ("fast_decay", ("fpcd",)),
+}
+
+
+# Alternative names of algorithms: SAP (stochastic approximation) is PCD (ALGORITHMS.md §3.1).
+_ALGORITHM_ALIASES = {"sap": "pcd"}
+_MODELS = ("rbm", "dbm")
+_PRETRAIN_UPDATES = 1000
+# The bound tracker's AIS budget on models too large to enumerate (a training-time monitor).
+_TRACK_AIS = {"n_chains": 100, "n_temperatures": 1000}
+
+
+def algorithm_name(algorithm: str) -> str:
+    """The trainer's name of ``--algorithm`` (``sap`` → ``pcd``)."""
+    return _ALGORITHM_ALIASES.get(algorithm.lower(), algorithm)
+
+
+def parse_layers(text: str | None, n_visible: int) -> tuple[int, ...]:
+    """``--layers 784,500,1000`` → ``(784, 500, 1000)``; the first size must be the data's."""
+    if text is None:
+        raise ValidationError("--model dbm needs --layers, e.g. --layers 784,500,1000")
+    try:
+        sizes = tuple(int(part) for part in text.replace(" ", "").split(","))
+    except ValueError:
+        raise ValidationError(
+            f"--layers must be comma-separated integers like 784,500,1000, got {text!r}"
+        ) from None
+    if len(sizes) < 3 or min(sizes) < 1:
+        raise ValidationError(f"--layers needs the visible size and at least 2 hidden sizes, got {text!r}")
+    if sizes[0] != n_visible:
+        raise ValidationError(f"--layers starts with {sizes[0]} but the data has {n_visible} visible units")
+    return sizes
+
+
+def check_model_options(options: dict[str, Any]) -> None:
+    """Refuse flags that do not fit ``--model``, naming them."""
+    kind = options["model"]
+    if kind not in _MODELS:
+        raise ValidationError(f"--model must be one of {', '.join(_MODELS)}, got {kind!r}")
+    if kind == "rbm":
+        if options["hidden"] is None:
+            raise ValidationError("--model rbm needs --hidden")
+        for flag in ("layers", "pretrain", "track_bound_every", "pretrain_updates"):
+            if options.get(flag) not in (None, False):
+                raise ValidationError(f"--{flag.replace('_', '-')} applies to --model dbm only")
+    elif options["hidden"] is not None:
+        raise ValidationError("--hidden applies to --model rbm; give a DBM's sizes with --layers")
+    elif options["track_exact_every"] is not None:
+        raise ValidationError("--track-exact-every applies to RBMs; use --track-bound-every for a DBM")
+
+
+def build_dbm(options: dict[str, Any], dataset: datasets.Dataset, generator: torch.Generator) -> DBM:
+    """A random or greedily pretrained DBM with the sizes of ``--layers``."""
+    sizes = parse_layers(options["layers"], dataset.n_visible)
+    dtype = _DTYPES[options["dtype"]]
+    if not options["pretrain"]:
+        return DBM(layer_sizes=list(sizes), generator=generator, dtype=dtype)
+    from boltzlab.training.pretraining import pretrain_dbm
+
+    n_updates = options["pretrain_updates"] or _PRETRAIN_UPDATES
+    click.echo(f"pretraining {len(sizes) - 1} RBMs greedily, {n_updates} CD-1 updates each")
+    return pretrain_dbm(
+        sizes,
+        dataset.train,
+        n_updates=n_updates,
+        batch_size=min(options["batch_size"], dataset.train.shape[0]),
+        generator=generator,
+        dtype=dtype,
+    ).dbm
+
+
+def bound_callbacks(model: Any, every: int | None) -> list[Any]:
+    """The variational-bound tracker of a DBM (exact log Z when enumerable, else AIS)."""
+    if every is None:
+        return []
+    from boltzlab.cli.common import MAX_EXACT_UNITS
+    from boltzlab.training.mean_field_objective import VariationalBoundTracker
+
+    odd = sum(model.layer_sizes[index] for index in model.update_groups[0])
+    even = sum(model.layer_sizes[index] for index in model.update_groups[1])
+    if min(odd, even) <= MAX_EXACT_UNITS:
+        return [VariationalBoundTracker(every)]
+    return [VariationalBoundTracker(every, log_z="ais", ais_options=dict(_TRACK_AIS))]
+
+
+def algorithm_params(algorithm: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``algorithm_params`` for ``train`` from the flags; refuses unknown algorithms and flags
+    that the algorithm does not use, naming both."""
+    known = available_phases()
+    algorithm = algorithm_name(algorithm)
+    if algorithm not in known:
+        raise ValidationError(
+            f"--algorithm must be one of {', '.join(known)} (or sap = pcd), got {algorithm!r}"
+        )
+    params = {}
+    for flag, (key, users) in _ALGORITHM_OPTIONS.items():
+        value = options.get(flag)
+        if value is None:
+            continue
+        if algorithm not in users:
+            raise ValidationError(
+                f"--{flag.replace('_', '-')} applies to --algorithm {' or '.join(users)}, not {algorithm!r}"
+            )
+        params[key] = value
+    return params
 
 
 def run_length(ctx: click.Context, epochs: int | None, updates: int | None) -> tuple[int | None, int | None]:
@@ -116,6 +240,8 @@ def last_metrics(result: boltzlab.TrainResult) -> str:
         ("reconstruction_error", "reconstruction error"),
         ("train_log_likelihood", "train log-likelihood"),
         ("validation_log_likelihood", "held-out log-likelihood"),
+        ("train_bound", "train lower bound"),
+        ("validation_bound", "held-out lower bound"),
     ):
         value = next((r.get(name) for r in reversed(result.history) if r.get(name) is not None), None)
         if value is not None:
@@ -129,7 +255,11 @@ def last_metrics(result: boltzlab.TrainResult) -> str:
 Example:
   boltzlab train --data digits --hidden 16 --algorithm pcd --epochs 50 \\
       --learning-rate 0.05 --momentum 0.5 --track-exact-every 100 --out runs/digits
-  boltzlab train --config runs/digits/config.toml --updates 2000 --resume --out runs/digits""",
+  boltzlab train --config runs/digits/config.toml --updates 2000 --resume --out runs/digits
+  boltzlab train --data digits --hidden 16 --algorithm cast --levels 10 --lag 20 --operator flip \\
+      --updates 500 --out runs/digits-cast
+  boltzlab train --model dbm --layers 784,500,1000 --algorithm cast --data mnist \\
+      --learning-rate 0.005 --lr-schedule inverse --pretrain --updates 20000 --out runs/mnist-dbm""",
 )
 @click.option(
     "--data",
@@ -137,25 +267,73 @@ Example:
     metavar="NAME|PATH",
     help=f"Dataset name ({', '.join(datasets.available())}) or file.",
 )
-@click.option("--hidden", type=click.IntRange(min=1), required=True, help="Number of hidden units.")
-@click.option("--algorithm", default="cd", show_default=True, help="Negative phase: cd or pcd.")
+@click.option(
+    "--model",
+    type=click.Choice(_MODELS),
+    default="rbm",
+    show_default=True,
+    help="rbm (--hidden) or dbm (--layers).",
+)
+@click.option("--hidden", type=click.IntRange(min=1), help="Number of hidden units (--model rbm).")
+@click.option("--layers", metavar="SIZES", help="DBM layer sizes with the visible first, e.g. 784,500,1000.")
+@click.option("--pretrain", is_flag=True, help="DBM: start from greedily pretrained RBMs (CD-1).")
+@click.option(
+    "--pretrain-updates",
+    type=click.IntRange(min=1),
+    help=f"DBM --pretrain: updates of each RBM (default {_PRETRAIN_UPDATES}).",
+)
+@click.option(
+    "--track-bound-every",
+    type=click.IntRange(min=1),
+    help="DBM: variational lower bound every N updates (exact log Z when enumerable, else AIS).",
+)
+@click.option(
+    "--algorithm",
+    default="cd",
+    show_default=True,
+    help=f"Negative phase: {', '.join(available_phases())}; sap = pcd.",
+)
 @click.option("--operator", default="gibbs", show_default=True, help=operator_help())
 @click.option("--alpha", type=float, help="Flip weight of --operator mixture (default 0.5).")
 @click.option("--k", type=click.IntRange(min=1), default=1, show_default=True, help="Sweeps per update.")
 @click.option(
-    "--chains", type=click.IntRange(min=1), default=100, show_default=True, help="Persistent chains (PCD)."
+    "--chains",
+    type=click.IntRange(min=1),
+    help="Persistent chains (every algorithm but cd; pt runs this many per level, cast as many fast "
+    "ones); default 100, cast 50 (+ 50 fast, the CAST paper's).",
+)
+@click.option(
+    "--levels",
+    type=click.IntRange(min=2),
+    help="Temperatures of pt, ast, cast and trans-sap (defaults: pt 10, ast 20, cast 20, trans-sap 10).",
+)
+@click.option(
+    "--lag", type=click.IntRange(min=1), help="CAST: steps between slow/fast exchanges (default 50)."
+)
+@click.option(
+    "--fast-learning-rate",
+    type=click.FloatRange(min=0.0),
+    help="FPCD: step size of the fast weights (default: --learning-rate).",
+)
+@click.option(
+    "--fast-decay",
+    type=click.FloatRange(min=0.0, max=1.0),
+    help="FPCD: factor on the fast weights per update (default 0.95).",
 )
 @click.option("--batch-size", type=click.IntRange(min=1), default=100, show_default=True)
 @click.option("--epochs", type=click.IntRange(min=1), help="Passes over the data (default 10).")
 @click.option("--updates", type=click.IntRange(min=1), help="Parameter updates (instead of --epochs).")
-@click.option("--learning-rate", type=float, default=0.01, show_default=True)
+@click.option(
+    "--learning-rate",
+    type=float,
+    help="Base learning rate (default 0.01; a DBM: 0.005 with --lr-schedule inverse, the CAST paper's).",
+)
 @click.option("--momentum", type=float, default=0.0, show_default=True)
 @click.option("--weight-decay", type=float, default=0.0, show_default=True, help="L2 on the weights.")
 @click.option(
     "--lr-schedule",
-    default="constant",
-    show_default=True,
-    help="Learning-rate schedule: constant, linear, inverse.",
+    help="Learning-rate schedule: constant, linear, inverse (default constant; a DBM: inverse, "
+    "i.e. 10/(2000 + t) with the default rate).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of every random choice.")
 @click.option(
@@ -189,8 +367,9 @@ Example:
 @click.option("--dtype", type=click.Choice(sorted(_DTYPES)), default="float32", show_default=True)
 @command_options
 def train(**options: Any) -> None:
-    """Train an RBM on a dataset; write config, metrics, checkpoints, model and plots to RUN_DIR."""
+    """Train an RBM or a DBM on a dataset; write config, metrics, checkpoints, model and plots to RUN_DIR."""
     ctx = click.get_current_context()
+    check_model_options(options)
     options["epochs"], options["updates"] = run_length(ctx, options["epochs"], options["updates"])
     out: Path = options["out"]
     checkpoints = out / "checkpoints"
@@ -201,6 +380,7 @@ def train(**options: Any) -> None:
             "or choose another --out"
         )
     params = operator_params(options["operator"], options["alpha"])
+    phase_params = algorithm_params(options["algorithm"], options)
     load_options = {} if options["binarize"] is None else {"binarize": options["binarize"]}
     dataset = datasets.load(
         options["data"], root=options["data_root"], generator=options["seed"], **load_options
@@ -208,9 +388,14 @@ def train(**options: Any) -> None:
     held_out, held_out_label = _held_out(dataset)
 
     model_generator, train_generator = spawn(make_generator(options["seed"]), 2)
-    model = RBM(
-        dataset.n_visible, options["hidden"], generator=model_generator, dtype=_DTYPES[options["dtype"]]
-    )
+    if options["model"] == "dbm":
+        model: Any = build_dbm(options, dataset, model_generator)
+        shape = f"DBM {'-'.join(str(size) for size in model.layer_sizes)}"
+    else:
+        model = RBM(
+            dataset.n_visible, options["hidden"], generator=model_generator, dtype=_DTYPES[options["dtype"]]
+        )
+        shape = f"RBM {dataset.n_visible}×{options['hidden']}"
     choose_threads(model)
 
     def record_config() -> Path:
@@ -225,7 +410,7 @@ def train(**options: Any) -> None:
     # only once it has succeeded, so a refused resume leaves the old record alone.
     written = [] if latest is not None else [record_config()]
     click.echo(
-        f"training RBM {dataset.n_visible}×{options['hidden']} on {dataset.name} "
+        f"training {shape} on {dataset.name} "
         f"({dataset.train.shape[0]} examples) with {options['algorithm']}-{options['k']} "
         f"and the {options['operator']} operator; writing to {out}/"
     )
@@ -233,7 +418,8 @@ def train(**options: Any) -> None:
     result = train_model(
         model,
         dataset.train,
-        algorithm=options["algorithm"],
+        algorithm=algorithm_name(options["algorithm"]),
+        algorithm_params=phase_params,
         operator=options["operator"],
         operator_params=params,
         k=options["k"],
@@ -249,6 +435,7 @@ def train(**options: Any) -> None:
         validation_data=held_out,
         track_exact_every=options["track_exact_every"],
         log_every=options["log_every"],
+        callbacks=bound_callbacks(model, options["track_bound_every"]),
         metrics_path=out / "metrics.csv",
         checkpoint_dir=checkpoints,
         checkpoint_every=options["checkpoint_every"],
@@ -276,8 +463,7 @@ def train(**options: Any) -> None:
         samples=negative,
         samples_title=f"final {options['algorithm']} chains",
         held_out_label=held_out_label,
-        title=f"RBM {dataset.n_visible}×{options['hidden']} on {dataset.name}, "
-        f"{options['algorithm']}-{options['k']}, {options['operator']}",
+        title=f"{shape} on {dataset.name}, {options['algorithm']}-{options['k']}, {options['operator']}",
     )
     click.echo(f"trained to update {result.n_updates} in {format_seconds(elapsed)}: {last_metrics(result)}")
     report_written(written)

@@ -412,6 +412,33 @@ class DBM(nn.Module):
         beta_t = torch.full((n_chains,), float(beta), dtype=self.dtype, device=self.device)
         return Chains(layers=layers, beta=beta_t)
 
+    def chains_from(
+        self, v: Tensor, *, generator: torch.Generator | int | None = None, beta: float = 1.0
+    ) -> Chains:
+        """Chains started at visible states ``v`` (shape ``(n, n_visible)``), hidden layers
+        drawn from the mean-field posterior ``Q(h | v)`` (5 updates; ``beta`` only labels them).
+
+        Where PCD/SAP starts its persistent chains with ``init="data"``: like the RBM's
+        ``chains_from``, but ``p(h | v)`` of a DBM is not factorial, so its factorial
+        mean-field approximation is sampled instead.
+        """
+        from boltzlab.models.mean_field import mean_field_posterior
+
+        generator = resolve_generator(generator, self.device)
+        means = mean_field_posterior(self, v, n_updates=5).means
+        with torch.no_grad():
+            hidden = [sample_bernoulli(mean.contiguous(), generator=generator) for mean in means[1:]]
+        beta_t = torch.full((means[0].shape[0],), float(beta), dtype=self.dtype, device=self.device)
+        return Chains(layers=(means[0], *hidden), beta=beta_t)
+
+    def training_objective(self) -> Any:
+        """The trainer's hook (:func:`boltzlab.training.objective_for`): a
+        :class:`~boltzlab.training.mean_field_objective.MeanFieldObjective` with the CAST
+        paper's settings (data term from 5 mean-field updates, Rao-Blackwellised model term)."""
+        from boltzlab.training.mean_field_objective import MeanFieldObjective
+
+        return MeanFieldObjective()
+
     # ------------------------------------------------------------------ enumeration
     def enumerate_log_f(
         self, beta: float = 1.0, *, chunk_states: int | None = None, enumerated: str = "auto"

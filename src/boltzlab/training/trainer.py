@@ -45,7 +45,12 @@ from boltzlab.training.optim import (
 from boltzlab.training.state import TrainConfig, TrainResult, find_latest_checkpoint
 from boltzlab.validation import as_model_data, check_positive_int
 
-__all__ = ["train"]
+__all__ = ["DEFAULT_CAST_CHAINS", "DEFAULT_CHAINS", "DEFAULT_LEARNING_RATE", "train"]
+
+DEFAULT_CHAINS = 100
+# Salakhutdinov (2010): 50 slow + 50 fast chains, so CAST costs about what 100 SAP chains do.
+DEFAULT_CAST_CHAINS = 50
+DEFAULT_LEARNING_RATE = 0.01
 
 
 def _check_number(value: Any, name: str, *, low: float, high: float = math.inf, low_open: bool) -> float:
@@ -72,14 +77,14 @@ def train(
     operator: str | operator_registry.Operator = "gibbs",
     operator_params: dict[str, Any] | None = None,
     k: int = 1,
-    n_chains: int = 100,
+    n_chains: int | None = None,
     batch_size: int = 100,
     n_updates: int | None = None,
     n_epochs: int | None = None,
-    learning_rate: float = 0.01,
+    learning_rate: float | None = None,
     momentum: float = 0.0,
     weight_decay: float = 0.0,
-    lr_schedule: str | Schedule = "constant",
+    lr_schedule: str | Schedule | None = None,
     optimizer: str = "sgd",
     generator: torch.Generator | int | None = None,
     validation_data: Any = None,
@@ -119,21 +124,26 @@ def train(
     k : int, default 1
         Negative-phase steps per update: operator sweeps for CD, PCD and FPCD; scheme steps
         for PT, CAST and Trans-SAP; plain sweeps between tempering runs for AST.
-    n_chains : int, default 100
-        Persistent chains (PCD); CD uses one chain per minibatch example.
+    n_chains : int, optional
+        Persistent chains (PCD); CD uses one chain per minibatch example. Default 100, and 50
+        for CAST (the CAST paper's 50 slow + 50 fast chains, about the cost of 100 SAP chains).
     batch_size : int, default 100
         Examples per update; each epoch uses ``n_examples // batch_size`` minibatches of a fresh
         random permutation (the ragged remainder changes from epoch to epoch).
     n_updates, n_epochs : int
         Length of the run: give exactly one.
-    learning_rate : float, default 0.01
-        Base learning rate; update ``t`` (from 0) uses ``learning_rate · schedule(t)``.
+    learning_rate : float, optional
+        Base learning rate; update ``t`` (from 0) uses ``learning_rate · schedule(t)``. Default:
+        the objective's ``default_learning_rate`` if it has one (a DBM's: 0.005, the CAST
+        paper's), else 0.01.
     momentum : float in [0, 1), default 0
     weight_decay : float >= 0, default 0
         L2 coefficient on the weight matrices (not the biases).
-    lr_schedule : {"constant", "linear", "inverse"} or callable, default "constant"
+    lr_schedule : {"constant", "linear", "inverse"} or callable, optional
         See :mod:`boltzlab.training.optim`; ``"inverse"`` with ``learning_rate=0.005`` is the
-        CAST paper's ``10/(2000 + t)``.
+        CAST paper's ``10/(2000 + t)``. Default: the objective's ``default_lr_schedule`` if it
+        has one (a DBM's: ``"inverse"``, so a DBM trains with ``10/(2000 + t)`` unless told
+        otherwise), else ``"constant"``.
     optimizer : {"sgd", "rmsspectral"}, default "sgd"
         ``torch.optim.SGD``, or :class:`~boltzlab.training.rmsspectral.RMSspectral`
         (preconditioned spectral descent, as in the RTS paper's tracking runs; its step is
@@ -188,6 +198,13 @@ def train(
     [0, 10, 20, 30]
     """
     objective = objective_for(model)
+    # Defaults that depend on the model and the algorithm (see the docstring).
+    if n_chains is None:
+        n_chains = DEFAULT_CAST_CHAINS if algorithm == "cast" else DEFAULT_CHAINS
+    if learning_rate is None:
+        learning_rate = getattr(objective, "default_learning_rate", DEFAULT_LEARNING_RATE)
+    if lr_schedule is None:
+        lr_schedule = getattr(objective, "default_lr_schedule", "constant")
     # Binary models take 0/1 data; a model with real-valued visible units checks its own.
     data = as_model_data(model, data, "data")
     if validation_data is not None:
