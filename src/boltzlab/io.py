@@ -417,13 +417,54 @@ class ModelKind:
     build: Callable[..., Any]
 
 
-def _rbm_tensors(model: RBM) -> dict[str, Tensor]:
-    return {
-        "weights": model.weights,
-        "visible_bias": model.visible_bias,
-        "hidden_bias": model.hidden_bias,
-        "base_logits": model.base_logits,
-    }
+def _attribute_tensors(*names: str) -> Callable[[Any], dict[str, Tensor]]:
+    """A kind's ``tensors(model)``: the model's attributes ``names``, by name."""
+
+    def tensors(model: Any) -> dict[str, Tensor]:
+        return {name: getattr(model, name) for name in names}
+
+    return tensors
+
+
+def _copy_buffers(
+    model: nn.Module,
+    tensors: dict[str, Tensor],
+    names: tuple[str, ...],
+    *,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> None:
+    """Copy the buffers ``names`` from the file's tensors into ``model``.
+
+    Copied, not rebuilt (log σ from σ, say), so the round trip is bit-exact.
+    """
+    with torch.no_grad():
+        for name in names:
+            getattr(model, name).copy_(tensors[name].to(device=device, dtype=dtype))
+
+
+def _bipartite_model(
+    model_class: type[Any],
+    tensors: dict[str, Tensor],
+    buffers: tuple[str, ...],
+    *,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> Any:
+    """An RBM or Gaussian-binary RBM from its weights and biases, then its ``buffers`` copied in."""
+    model = model_class(
+        weights=tensors["weights"],
+        visible_bias=tensors["visible_bias"],
+        hidden_bias=tensors["hidden_bias"],
+        dtype=dtype,
+        device=device,
+    )
+    _copy_buffers(model, tensors, buffers, dtype=dtype, device=device)
+    return model
+
+
+_RBM_BUFFERS = ("base_logits",)
+_GAUSSIAN_RBM_BUFFERS = ("log_std", "base_mean", "base_std")
 
 
 def _rbm_expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
@@ -444,16 +485,7 @@ def _rbm_expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[
 
 
 def _rbm_build(tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.device) -> RBM:
-    model = RBM(
-        weights=tensors["weights"],
-        visible_bias=tensors["visible_bias"],
-        hidden_bias=tensors["hidden_bias"],
-        dtype=dtype,
-        device=device,
-    )
-    with torch.no_grad():
-        model.base_logits.copy_(tensors["base_logits"].to(device=device, dtype=dtype))
-    return model
+    return _bipartite_model(RBM, tensors, _RBM_BUFFERS, dtype=dtype, device=device)
 
 
 def _dbm_tensors(model: DBM) -> dict[str, Tensor]:
@@ -494,20 +526,8 @@ def _dbm_build(tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.
         dtype=dtype,
         device=device,
     )
-    with torch.no_grad():
-        model.base_logits.copy_(tensors["base_logits"].to(device=device, dtype=dtype))
+    _copy_buffers(model, tensors, ("base_logits",), dtype=dtype, device=device)
     return model
-
-
-def _gaussian_rbm_tensors(model: GaussianRBM) -> dict[str, Tensor]:
-    return {
-        "weights": model.weights,
-        "visible_bias": model.visible_bias,
-        "hidden_bias": model.hidden_bias,
-        "log_std": model.log_std,
-        "base_mean": model.base_mean,
-        "base_std": model.base_std,
-    }
 
 
 def _gaussian_rbm_expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
@@ -523,25 +543,14 @@ def _gaussian_rbm_build(
 ) -> GaussianRBM:
     if not bool((tensors["base_std"] > 0).all()):
         raise ValidationError("tensor 'base_std' must be positive in every unit")
-    model = GaussianRBM(
-        weights=tensors["weights"],
-        visible_bias=tensors["visible_bias"],
-        hidden_bias=tensors["hidden_bias"],
-        dtype=dtype,
-        device=device,
-    )
-    with torch.no_grad():
-        # log σ is copied, not rebuilt from σ, so the round trip is bit-exact.
-        for name in ("log_std", "base_mean", "base_std"):
-            getattr(model, name).copy_(tensors[name].to(device=device, dtype=dtype))
-    return model
+    return _bipartite_model(GaussianRBM, tensors, _GAUSSIAN_RBM_BUFFERS, dtype=dtype, device=device)
 
 
 MODEL_KINDS: dict[str, ModelKind] = {
     "rbm": ModelKind(
         name="rbm",
         model_class=RBM,
-        tensors=_rbm_tensors,
+        tensors=_attribute_tensors("weights", "visible_bias", "hidden_bias", *_RBM_BUFFERS),
         expected_shapes=_rbm_expected_shapes,
         build=_rbm_build,
     ),
@@ -555,7 +564,7 @@ MODEL_KINDS: dict[str, ModelKind] = {
     "gaussian-rbm": ModelKind(
         name="gaussian-rbm",
         model_class=GaussianRBM,
-        tensors=_gaussian_rbm_tensors,
+        tensors=_attribute_tensors("weights", "visible_bias", "hidden_bias", *_GAUSSIAN_RBM_BUFFERS),
         expected_shapes=_gaussian_rbm_expected_shapes,
         build=_gaussian_rbm_build,
     ),

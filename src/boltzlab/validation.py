@@ -13,7 +13,15 @@ from torch import Tensor
 
 from boltzlab.errors import ValidationError
 
-__all__ = ["as_binary_tensor", "as_model_data", "check_positive_int", "check_probability", "require"]
+__all__ = [
+    "as_binary_tensor",
+    "as_model_data",
+    "as_real_tensor",
+    "check_nonnegative_int",
+    "check_positive_int",
+    "check_probability",
+    "require",
+]
 
 
 def require(condition: bool, message: str) -> None:
@@ -28,6 +36,13 @@ def check_positive_int(value: Any, name: str) -> int:
     return int(value)
 
 
+def check_nonnegative_int(value: Any, name: str) -> int:
+    """``value`` if it is an ``int`` (not a bool) ``>= 0``; :class:`ValidationError` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValidationError(f"{name} must be a non-negative integer, got {value!r}")
+    return value
+
+
 def check_probability(value: Any, name: str) -> float:
     try:
         number = float(value)
@@ -38,18 +53,11 @@ def check_probability(value: Any, name: str) -> float:
     return number
 
 
-def as_binary_tensor(
-    data: Any,
-    name: str,
-    *,
-    n_units: int | None = None,
-    dtype: torch.dtype = torch.float32,
-    device: str | torch.device = "cpu",
-) -> Tensor:
-    """``data`` as a 2-D 0/1 tensor of ``dtype`` on ``device`` (a copy; the input is untouched).
+def _example_matrix(data: Any, name: str, *, n_units: int | None) -> Tensor:
+    """``data`` read as a non-empty 2-D tensor ``(n_examples, n_units)``; not yet copied or cast.
 
-    Accepts tensors, NumPy arrays and nested sequences of shape ``(n_examples, n_units)``.
-    Refuses other ranks, a wrong number of units, NaN/inf, and values other than 0 and 1.
+    Accepts tensors (detached), NumPy arrays and nested sequences; refuses other ranks, a
+    wrong number of units and empty data.
     """
     if isinstance(data, Tensor):
         tensor = data.detach()
@@ -67,6 +75,23 @@ def as_binary_tensor(
         raise ValidationError(f"{name} has {tensor.shape[1]} units per example, the model expects {n_units}")
     if tensor.shape[0] == 0:
         raise ValidationError(f"{name} is empty (0 examples)")
+    return tensor
+
+
+def as_binary_tensor(
+    data: Any,
+    name: str,
+    *,
+    n_units: int | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+) -> Tensor:
+    """``data`` as a 2-D 0/1 tensor of ``dtype`` on ``device`` (a copy; the input is untouched).
+
+    Accepts tensors, NumPy arrays and nested sequences of shape ``(n_examples, n_units)``.
+    Refuses other ranks, a wrong number of units, NaN/inf, and values other than 0 and 1.
+    """
+    tensor = _example_matrix(data, name, n_units=n_units)
     if tensor.dtype == torch.bool:
         tensor = tensor.to(torch.uint8)
     if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
@@ -78,6 +103,28 @@ def as_binary_tensor(
             "Binarise it first, e.g. (x > 0.5) or boltzlab.data.binarize"
         )
     return tensor.to(device=device, dtype=dtype).clone()
+
+
+def as_real_tensor(
+    data: Any,
+    name: str,
+    *,
+    n_units: int | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+) -> Tensor:
+    """``data`` as a 2-D finite real tensor of ``dtype`` on ``device`` (a copy).
+
+    Accepts tensors, NumPy arrays and nested sequences of shape ``(n_examples, n_units)``;
+    refuses other ranks, a wrong number of units, empty data and NaN/inf.
+    """
+    tensor = _example_matrix(data, name, n_units=n_units)
+    if tensor.dtype == torch.bool or tensor.is_complex():
+        raise ValidationError(f"{name} must hold real numbers, got dtype {tensor.dtype}")
+    tensor = tensor.to(device=device, dtype=dtype)
+    if not bool(torch.isfinite(tensor).all()):
+        raise ValidationError(f"{name} contains NaN or infinite values (in {dtype})")
+    return tensor.clone()
 
 
 def as_model_data(model: Any, data: Any, name: str) -> Tensor:

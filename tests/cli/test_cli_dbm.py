@@ -186,7 +186,17 @@ def test_sample_draws_a_dbm_as_png(trained_dbm: Path, tmp_path: Path, sampler: s
 def test_reproduce_cast_tiny_writes_its_files(shared_data: Path, tmp_path: Path):
     out = tmp_path / "cast"
     result = invoke(
-        "reproduce", "cast", "--tiny", "--data-root", shared_data, "--out", out, "--updates", "20"
+        "reproduce",
+        "cast",
+        "--tiny",
+        "--data-root",
+        shared_data,
+        "--out",
+        out,
+        "--updates",
+        "20",
+        "--cast-chains",
+        "7",
     )
     assert result.exit_code == 0, result.output
     for name in ("bounds.csv", "table.csv", "fast-chain.csv", "summary.md"):
@@ -198,6 +208,7 @@ def test_reproduce_cast_tiny_writes_its_files(shared_data: Path, tmp_path: Path)
     assert [row["algorithm"] for row in table] == ["sap", "fpcd", "cast"]
     assert all(math.isfinite(float(row["test_bound"])) for row in table)
     assert "CAST vs SAP" in result.output and "CAST vs SAP" in (out / "summary.md").read_text()
+    assert "CAST 7 slow + 7 fast" in (out / "summary.md").read_text()
     with open(out / "fast-chain.csv", newline="") as handle:
         assert len(list(csv.DictReader(handle))) == 20
 

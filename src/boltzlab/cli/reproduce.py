@@ -13,12 +13,9 @@ shows progress, writes the files and prints.
 
 from __future__ import annotations
 
-import contextlib
-import csv
-import io
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +24,15 @@ import torch
 
 import boltzlab
 from boltzlab import data as datasets
-from boltzlab.cli.common import THREADS_KEY, command_options, format_seconds, format_table, report_written
+from boltzlab.cli.common import command_options, format_seconds, format_table, report_written
+from boltzlab.cli.reproduce_common import (
+    choose_preset,
+    data_root_option,
+    default_to_one_thread,
+    markdown_table,
+    progress_bar,
+    write_csv,
+)
 from boltzlab.errors import BoltzlabError, ValidationError
 from boltzlab.evaluation.slem_study import SlemStudyResult
 from boltzlab.experiments.flip_the_state import (
@@ -37,7 +42,6 @@ from boltzlab.experiments.flip_the_state import (
     LearningResult,
     MixingResult,
     ModeHoppingResult,
-    Progress,
     WilcoxonRow,
     findings,
     run_learning,
@@ -58,24 +62,8 @@ def _ascii(text: str) -> str:
     return text.replace("−", "-")
 
 
-def write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> Path:
-    """Write a CSV file atomically; floats in full precision."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    return write_atomic(path, buffer.getvalue().encode("utf-8"))
-
-
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A GitHub-flavoured markdown table."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 @click.group(
@@ -177,27 +165,6 @@ def parse_parts(text: str) -> tuple[str, ...]:
     if unknown or not names:
         raise ValidationError(f"--parts takes a comma-separated list of {', '.join(PARTS)}, got {text!r}")
     return tuple(part for part in PARTS if part in names)
-
-
-@contextlib.contextmanager
-def _progress_bar(description: str) -> Iterator[Progress]:
-    from tqdm.auto import tqdm
-
-    bar: Any = None
-
-    def update(done: int, total: int, label: str) -> None:
-        nonlocal bar
-        if bar is None:
-            bar = tqdm(total=total, desc=description, unit="run")
-        bar.n = done
-        bar.set_postfix_str(label, refresh=False)
-        bar.refresh()
-
-    try:
-        yield update
-    finally:
-        if bar is not None:
-            bar.close()
 
 
 def _load(
@@ -565,12 +532,7 @@ Example:
     "--tiny", is_flag=True, help="Toy sizes (seconds), to check the pipeline; the numbers mean nothing."
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Study seed.")
-@click.option(
-    "--data-root",
-    type=click.Path(path_type=Path),
-    metavar="DIR",
-    help="Where to look for MNIST (else BOLTZLAB_DATA).",
-)
+@data_root_option("MNIST")
 @click.option(
     "--parts",
     default=",".join(PARTS),
@@ -589,18 +551,9 @@ def flip_the_state(out: Path, full: bool, tiny: bool, seed: int, data_root: Path
     Writes slem.png/.csv, learning-*.png/.csv, wilcoxon.csv/.md, mixing.csv/.md/.png,
     modes.csv/.md and summary.md. The scaled default takes a few minutes on two cores.
     """
-    if full and tiny:
-        raise ValidationError("give --full or --tiny, not both")
+    config = choose_preset(FlipTheStateConfig, full, tiny)
     chosen = parse_parts(parts)
-    config = (
-        FlipTheStateConfig.full()
-        if full
-        else FlipTheStateConfig.tiny()
-        if tiny
-        else FlipTheStateConfig.scaled()
-    )
-    if click.get_current_context().meta.get(THREADS_KEY) is None and not full:
-        torch.set_num_threads(1)  # tiny models: a second thread only adds synchronisation
+    default_to_one_thread(full=full)
     loaded, skipped = _load(config, chosen, data_root, seed)
     click.echo(f"flip-the-state study ({config.label}): {', '.join(chosen)}; writing to {out}/")
     timings: dict[str, float] = {}
@@ -615,7 +568,7 @@ def flip_the_state(out: Path, full: bool, tiny: bool, seed: int, data_root: Path
         written += _slem_files(out, slem)
     if "learning" in chosen:
         started = time.perf_counter()
-        with _progress_bar("learning") as progress:
+        with progress_bar("learning") as progress:
             learning = run_learning(config, loaded, generator=seed, progress=progress)
         timings["learning"] = time.perf_counter() - started
         if learning.runs:
@@ -626,7 +579,7 @@ def flip_the_state(out: Path, full: bool, tiny: bool, seed: int, data_root: Path
     if "mixing" in chosen:
         if config.mixing_data.name in loaded:
             started = time.perf_counter()
-            with _progress_bar("mixing") as progress:
+            with progress_bar("mixing") as progress:
                 mixing = run_mixing(
                     config, loaded[config.mixing_data.name], generator=seed, progress=progress
                 )
@@ -638,7 +591,7 @@ def flip_the_state(out: Path, full: bool, tiny: bool, seed: int, data_root: Path
             for p_mut, spec in zip(config.mode_p_mut, config.mode_data(), strict=True)
             if spec.name in loaded
         }
-        with _progress_bar("mode hopping") as progress:
+        with progress_bar("mode hopping") as progress:
             modes = run_mode_hopping(config, mode_data, generator=seed, progress=progress)
         timings["mode hopping"] = time.perf_counter() - started
         tables["modes"] = _modes_markdown(modes)
@@ -842,12 +795,7 @@ Example:
     show_default=True,
     help="Binary dataset with a validation split (nade-dna: 1400/600; dna has no validation split).",
 )
-@click.option(
-    "--data-root",
-    type=click.Path(path_type=Path),
-    metavar="DIR",
-    help="Where to look for the data (else BOLTZLAB_DATA).",
-)
+@data_root_option("the data")
 @click.option("--no-timing", is_flag=True, help="Skip the three timing runs.")
 @command_options
 def rts_tracking(
@@ -876,18 +824,15 @@ def rts_tracking(
         else RTSTrackingConfig.scaled()
     )
     loaded = datasets.load(dataset, root=data_root)
-    if click.get_current_context().meta.get(THREADS_KEY) is None and not full:
-        # Small models: a second thread only adds synchronisation, and on a shared machine it
-        # makes the timings erratic.
-        torch.set_num_threads(1)
+    default_to_one_thread(full=full)
     click.echo(
         f"rts-tracking ({config.label}) on {dataset} with {torch.get_num_threads()} torch thread(s); writing to {out}/"
     )
-    with _progress_bar("tracking") as progress:
+    with progress_bar("tracking") as progress:
         result = run_tracking(config, loaded, seed=seed, progress=progress)
     timings = None
     if not no_timing and config.timing_updates > 0:
-        with _progress_bar("timing") as progress:
+        with progress_bar("timing") as progress:
             timings = run_timing(config, loaded, seed=seed, progress=progress)
     header = [
         "update",

@@ -25,8 +25,16 @@ import torch
 
 import boltzlab
 from boltzlab import data as datasets
-from boltzlab.cli.common import THREADS_KEY, command_options, format_seconds, format_table, report_written
-from boltzlab.cli.reproduce import _progress_bar, markdown_table, write_csv
+from boltzlab.cli.common import command_options, format_seconds, format_table, report_written
+from boltzlab.cli.reproduce_common import (
+    choose_preset,
+    data_root_option,
+    default_to_one_thread,
+    markdown_table,
+    plus_minus,
+    progress_bar,
+    write_csv,
+)
 from boltzlab.errors import BoltzlabError, ValidationError
 from boltzlab.experiments.cast_comparison import (
     ALGORITHMS,
@@ -51,12 +59,6 @@ def load_cast_data(root: Path | None, seed: int) -> datasets.Dataset:
         except (BoltzlabError, OSError) as error:
             reasons.append(f"{name}: {' '.join(str(error).split())}")
     raise ValidationError("no dataset for the CAST comparison; " + "; ".join(reasons))
-
-
-def _pm(value: float, stderr: float) -> str:
-    if not math.isfinite(value):
-        return "-"
-    return f"{value:.2f} ± {stderr:.2f}" if math.isfinite(stderr) else f"{value:.2f}"
 
 
 def _table_rows(result: CASTComparisonResult) -> list[list[Any]]:
@@ -135,10 +137,10 @@ def cast_summary_markdown(result: CASTComparisonResult, *, dataset: str, label: 
     rows = [
         [
             run.algorithm.upper(),
-            _pm(run.test_bound, run.final_log_z_stderr),
+            plus_minus(run.test_bound, run.final_log_z_stderr),
             f"{run.train_bound:.2f}",
-            _pm(run.final_log_z, run.final_log_z_stderr),
-            _pm(run.test_log_probability, run.test_log_probability_stderr),
+            plus_minus(run.final_log_z, run.final_log_z_stderr),
+            plus_minus(run.test_log_probability, run.test_log_probability_stderr),
             "-" if not math.isfinite(run.test_bound_subset) else f"{run.test_bound_subset:.2f}",
             f"{run.max_drop:.2f}",
             f"{run.late_mean_abs_change:.2f}",
@@ -281,13 +283,13 @@ Example:
     help="Comma-separated algorithms among sap, fpcd, cast.",
 )
 @click.option("--operator", default="gibbs", show_default=True, help="Transition operator of every chain.")
-@click.option("--seed", type=int, default=0, show_default=True, help="The seed shared by every algorithm.")
 @click.option(
-    "--data-root",
-    type=click.Path(path_type=Path),
-    metavar="DIR",
-    help="Where to look for MNIST / Fashion-MNIST (else BOLTZLAB_DATA).",
+    "--cast-chains",
+    type=click.IntRange(min=1),
+    help="CAST's slow (= fast) chains (default 50, the paper's; 100 matches SAP's gradient chains).",
 )
+@click.option("--seed", type=int, default=0, show_default=True, help="The seed shared by every algorithm.")
+@data_root_option("MNIST / Fashion-MNIST")
 @click.option("--device", default="cpu", show_default=True, help="Torch device (cuda for --full).")
 @command_options
 def cast(
@@ -300,6 +302,7 @@ def cast(
     pretrain_updates: int | None,
     algorithms: str,
     operator: str,
+    cast_chains: int | None,
     seed: int,
     data_root: Path | None,
     device: str,
@@ -311,15 +314,7 @@ def cast(
     """
     from dataclasses import replace
 
-    if full and tiny:
-        raise ValidationError("give --full or --tiny, not both")
-    config = (
-        CASTComparisonConfig.full()
-        if full
-        else CASTComparisonConfig.tiny()
-        if tiny
-        else CASTComparisonConfig.scaled()
-    )
+    config = choose_preset(CASTComparisonConfig, full, tiny)
     label = "paper size" if full else "tiny" if tiny else "scaled"
     overrides: dict[str, Any] = {"seed": seed, "operator": operator, "device": device}
     overrides["algorithms"] = tuple(part.strip().lower() for part in algorithms.split(",") if part.strip())
@@ -328,12 +323,12 @@ def cast(
         ("n_updates", updates),
         ("eval_every", eval_every),
         ("pretrain_updates", pretrain_updates),
+        ("cast_chains", cast_chains),
     ):
         if value is not None:
             overrides[name] = value
     config = replace(config, **overrides)
-    if click.get_current_context().meta.get(THREADS_KEY) is None and not full:
-        torch.set_num_threads(1)  # a shared machine: one thread per run is the fair default
+    default_to_one_thread(full=full)
     dataset = load_cast_data(data_root, seed)
     if dataset.n_visible != config.layer_sizes[0]:
         raise ValidationError(
@@ -347,7 +342,7 @@ def cast(
         f"CAST comparison ({label}): DBM {sizes} on {dataset.name}, {', '.join(config.algorithms)}, "
         f"{config.n_updates} updates each; writing to {out}/"
     )
-    with _progress_bar("cast comparison") as progress:
+    with progress_bar("cast comparison") as progress:
         result = run_cast_comparison(config, dataset.train, test, progress=progress)
     click.echo(
         format_table(
@@ -355,7 +350,7 @@ def cast(
             [
                 [
                     run.algorithm,
-                    _pm(run.test_bound, run.final_log_z_stderr),
+                    plus_minus(run.test_bound, run.final_log_z_stderr),
                     f"{run.max_drop:.2f}",
                     f"{run.late_mean_abs_change:.2f}",
                 ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,9 +28,16 @@ import torch
 
 import boltzlab
 from boltzlab import data as datasets
-from boltzlab.cli.common import THREADS_KEY, command_options, format_seconds, format_table, report_written
-from boltzlab.cli.reproduce import markdown_table, write_csv
-from boltzlab.errors import BoltzlabError, ValidationError
+from boltzlab.cli.common import command_options, format_seconds, format_table, report_written
+from boltzlab.cli.reproduce_common import (
+    choose_preset,
+    data_root_option,
+    default_to_one_thread,
+    markdown_table,
+    progress_bar,
+    write_csv,
+)
+from boltzlab.errors import BoltzlabError
 from boltzlab.experiments.accuracy import (
     MODEL_SPECS,
     BenchmarkModel,
@@ -105,12 +112,7 @@ def _benchmark_options(default_out: str) -> Callable[[Callable[..., Any]], Calla
                 metavar="NAME|PATH",
                 help="Training data of the RBMs (binarised; its test split feeds RAISE).",
             ),
-            click.option(
-                "--data-root",
-                type=click.Path(path_type=Path),
-                metavar="DIR",
-                help="Where to look for the data (else BOLTZLAB_DATA).",
-            ),
+            data_root_option("the data"),
             click.option(
                 "--model-dir",
                 type=click.Path(file_okay=False, path_type=Path),
@@ -125,37 +127,25 @@ def _benchmark_options(default_out: str) -> Callable[[Callable[..., Any]], Calla
     return decorate
 
 
-def _choose(config_class: Any, full: bool, tiny: bool) -> Any:
-    if full and tiny:
-        raise ValidationError("give --full or --tiny, not both")
-    return config_class.full() if full else config_class.tiny() if tiny else config_class.scaled()
+_model_option = click.option(
+    "--model",
+    "model_name",
+    type=click.Choice(list(MODEL_SPECS)),
+    help="Which trained RBM (default: cd25, like the paper's CD-25 model).",
+)
 
 
-def _set_threads(full: bool) -> None:
-    if click.get_current_context().meta.get(THREADS_KEY) is None and not full:
-        # 784×20 models: a second thread mostly adds synchronisation on a shared machine.
-        torch.set_num_threads(1)
+def _configure(config_class: Any, *, full: bool, tiny: bool, model_name: str | None = None) -> Any:
+    """The preset (``--model`` overriding its RBM), with one torch thread unless ``--full``/``--threads``."""
+    config = choose_preset(config_class, full, tiny)
+    if model_name is not None:
+        config = replace(config, model=model_name)
+    default_to_one_thread(full=full)
+    return config
 
 
-@contextlib.contextmanager
-def _progress_bar(description: str) -> Iterator[Callable[[int, int, str], None]]:
-    from tqdm.auto import tqdm
-
-    bar: Any = None
-
-    def update(done: int, total: int, label: str) -> None:
-        nonlocal bar
-        if bar is None:
-            bar = tqdm(total=total, desc=description, unit="step")
-        bar.n = done
-        bar.set_postfix_str(label, refresh=False)
-        bar.refresh()
-
-    try:
-        yield update
-    finally:
-        if bar is not None:
-            bar.close()
+def _announce(name: str, config: Any, out: Path) -> None:
+    click.echo(f"{name} ({config.label}) with {torch.get_num_threads()} torch thread(s); writing to {out}/")
 
 
 def _held_out(dataset: datasets.Dataset) -> torch.Tensor:
@@ -363,12 +353,7 @@ Example:
   boltzlab reproduce rts-vs-ais --model pcd --model-dir results/models --out results/rts-vs-ais-pcd""",
 )
 @_benchmark_options("rts-vs-ais")
-@click.option(
-    "--model",
-    "model_name",
-    type=click.Choice(list(MODEL_SPECS)),
-    help="Which trained RBM (default: cd25, like the paper's CD-25 model).",
-)
+@_model_option
 @command_options
 def rts_vs_ais(
     out: Path,
@@ -388,19 +373,14 @@ def rts_vs_ais(
     estimate), rts-vs-ais-statistics.csv, rts-vs-ais.md and summary.md, which says whether RTS at
     1,000 sweeps beats AIS at 10,000. The scaled default takes under ten minutes on one core.
     """
-    config: RTSvsAISConfig = _choose(RTSvsAISConfig, full, tiny)
-    if model_name is not None:
-        config = replace(config, model=model_name)
-    _set_threads(full)
+    config: RTSvsAISConfig = _configure(RTSvsAISConfig, full=full, tiny=tiny, model_name=model_name)
     loaded = datasets.load(dataset, root=data_root)
-    click.echo(
-        f"rts-vs-ais ({config.label}) with {torch.get_num_threads()} torch thread(s); writing to {out}/"
-    )
+    _announce("rts-vs-ais", config, out)
     (benchmark,), written, train_seconds = _models(
         [config.model], config.training, loaded, dataset, model_dir or out / "models"
     )
     started = time.perf_counter()
-    with _progress_bar("rts-vs-ais") as progress:
+    with progress_bar("rts-vs-ais", unit="step") as progress:
         result = run_rts_vs_ais(config, benchmark, _held_out(loaded), seed=seed, progress=progress)
     timings = {_training_label(written): train_seconds, "estimates": time.perf_counter() - started}
     finding = rts_vs_ais_finding(result)
@@ -510,12 +490,7 @@ Example:
   boltzlab reproduce estimators-vs-k --model-dir results/models --out results/k --seed 1""",
 )
 @_benchmark_options("estimators-vs-k")
-@click.option(
-    "--model",
-    "model_name",
-    type=click.Choice(list(MODEL_SPECS)),
-    help="Which trained RBM (default: cd25, like the paper's CD-25 model).",
-)
+@_model_option
 @command_options
 def estimators_vs_k(
     out: Path,
@@ -537,19 +512,14 @@ def estimators_vs_k(
     from boltzlab.plotting import save_figure
     from boltzlab.plotting.accuracy import estimators_vs_k_figure
 
-    config: EstimatorsVsKConfig = _choose(EstimatorsVsKConfig, full, tiny)
-    if model_name is not None:
-        config = replace(config, model=model_name)
-    _set_threads(full)
+    config: EstimatorsVsKConfig = _configure(EstimatorsVsKConfig, full=full, tiny=tiny, model_name=model_name)
     loaded = datasets.load(dataset, root=data_root)
-    click.echo(
-        f"estimators-vs-k ({config.label}) with {torch.get_num_threads()} torch thread(s); writing to {out}/"
-    )
+    _announce("estimators-vs-k", config, out)
     (benchmark,), written, train_seconds = _models(
         [config.model], config.training, loaded, dataset, model_dir or out / "models"
     )
     started = time.perf_counter()
-    with _progress_bar("estimators-vs-k") as progress:
+    with progress_bar("estimators-vs-k", unit="step") as progress:
         result = run_estimators_vs_k(config, benchmark, seed=seed, progress=progress)
     timings = {
         _training_label(written): train_seconds,
@@ -682,15 +652,14 @@ def varopt(
     from boltzlab.plotting import save_figure
     from boltzlab.plotting.accuracy import varopt_figure
 
-    config: VaroptConfig = _choose(VaroptConfig, full, tiny)
-    _set_threads(full)
+    config: VaroptConfig = _configure(VaroptConfig, full=full, tiny=tiny)
     loaded = datasets.load(dataset, root=data_root)
-    click.echo(f"varopt ({config.label}) with {torch.get_num_threads()} torch thread(s); writing to {out}/")
+    _announce("varopt", config, out)
     benchmarks, written, train_seconds = _models(
         config.models, config.training, loaded, dataset, model_dir or out / "models"
     )
     started = time.perf_counter()
-    with _progress_bar("varopt") as progress:
+    with progress_bar("varopt", unit="step") as progress:
         result = run_varopt(config, benchmarks, seed=seed, progress=progress)
     timings = {_training_label(written): train_seconds, "schedules and AIS": time.perf_counter() - started}
     finding = varopt_finding(result)

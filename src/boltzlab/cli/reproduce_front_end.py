@@ -24,8 +24,15 @@ import torch
 
 import boltzlab
 from boltzlab import data as datasets
-from boltzlab.cli.common import THREADS_KEY, command_options, format_seconds, format_table, report_written
-from boltzlab.cli.reproduce import _progress_bar, markdown_table, write_csv
+from boltzlab.cli.common import command_options, format_seconds, format_table, report_written
+from boltzlab.cli.reproduce_common import (
+    data_root_option,
+    default_to_one_thread,
+    markdown_table,
+    plus_minus,
+    progress_bar,
+    write_csv,
+)
 from boltzlab.data import readers
 from boltzlab.errors import BoltzlabError, ValidationError
 from boltzlab.experiments.front_end import FrontEndConfig, FrontEndResult, LogZReport, run_front_end
@@ -64,14 +71,8 @@ def load_grey_images(
     raise ValidationError("no grey-level images for the front end; " + "; ".join(reasons))
 
 
-def _pm(value: float, stderr: float) -> str:
-    if not math.isfinite(value):
-        return "-"
-    return f"{value:.2f} ± {stderr:.2f}" if math.isfinite(stderr) else f"{value:.2f}"
-
-
 def _log_z_text(report: LogZReport) -> str:
-    text = f"AIS {_pm(report.ais, report.ais_stderr)}"
+    text = f"AIS {plus_minus(report.ais, report.ais_stderr)}"
     if math.isfinite(report.exact):
         text += f", exact {report.exact:.3f} (z = {report.z_score:+.2f})"
     return text
@@ -117,7 +118,7 @@ def front_end_summary_markdown(result: FrontEndResult, *, dataset: str, label: s
             f"Gaussian-binary RBM {standardizer.n_visible}×{config.n_hidden}, log p(v)",
             _log_z_text(result.gaussian_log_z),
             f"{result.gaussian_train_log_likelihood:.2f}",
-            _pm(result.gaussian_test_log_likelihood, result.gaussian_test_stderr),
+            plus_minus(result.gaussian_test_log_likelihood, result.gaussian_test_stderr),
             f"{result.independent_test_log_likelihood:.2f}",
             f"{gain:+.2f}",
         ],
@@ -193,12 +194,7 @@ Example:
 @click.option("--n-test", type=click.IntRange(min=1), help="Test images used.")
 @click.option("--algorithm", type=click.Choice(("cd", "pcd")), help="Training of the Gaussian-binary RBM.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option(
-    "--data-root",
-    type=click.Path(path_type=Path),
-    metavar="DIR",
-    help="Where to look for MNIST / Fashion-MNIST (else BOLTZLAB_DATA).",
-)
+@data_root_option("MNIST / Fashion-MNIST")
 @click.option("--device", default="cpu", show_default=True, help="Torch device.")
 @command_options
 def front_end(
@@ -241,8 +237,7 @@ def front_end(
         if value is not None:
             overrides[name] = value
     config = replace(config, **overrides)
-    if click.get_current_context().meta.get(THREADS_KEY) is None:
-        torch.set_num_threads(1)  # a shared machine: one thread per run is the fair default
+    default_to_one_thread()
     name, train_images, test_images = load_grey_images(
         data_root, name=dataset, n_train=config.n_train, n_test=config.n_test
     )
@@ -251,7 +246,7 @@ def front_end(
         f"front end ({label}): grey-level {name}, Gaussian-binary RBM with {config.n_hidden} hidden units "
         f"→ DBM {sizes}; writing to {out}/"
     )
-    with _progress_bar("front end") as progress:
+    with progress_bar("front end") as progress:
         result = run_front_end(config, train_images, test_images, progress=progress)
     click.echo(
         format_table(
@@ -260,7 +255,7 @@ def front_end(
                 [
                     "Gaussian-binary RBM, log p(v)",
                     _log_z_text(result.gaussian_log_z),
-                    _pm(result.gaussian_test_log_likelihood, result.gaussian_test_stderr),
+                    plus_minus(result.gaussian_test_log_likelihood, result.gaussian_test_stderr),
                     f"{result.independent_test_log_likelihood:.2f}",
                 ],
                 [

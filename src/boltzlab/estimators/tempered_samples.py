@@ -64,10 +64,11 @@ from boltzlab.tempering import ladders
 from boltzlab.tempering.base import redraw_summed_layers
 from boltzlab.tempering.ladders import Ladder
 from boltzlab.tempering.simulated import sample_categorical, select_terms
-from boltzlab.validation import check_positive_int
+from boltzlab.validation import check_nonnegative_int, check_positive_int
 
 __all__ = [
     "TemperedSamples",
+    "check_initial_log_z",
     "collect_tempered_samples",
     "level_log_probabilities",
     "path_derivative_all",
@@ -333,14 +334,7 @@ def collect_tempered_samples(
     initial_sweeps = check_positive_int(initial_sweeps, "initial_sweeps")
     n_batches = check_positive_int(n_batches, "n_batches")
     max_log_densities = check_positive_int(max_log_densities, "max_log_densities")
-    if (
-        isinstance(n_initial_iterations, bool)
-        or not isinstance(n_initial_iterations, int)
-        or n_initial_iterations < 0
-    ):
-        raise ValidationError(
-            f"n_initial_iterations must be a non-negative integer, got {n_initial_iterations!r}"
-        )
+    check_nonnegative_int(n_initial_iterations, "n_initial_iterations")
     if n_batches > n_sweeps:
         raise ValidationError(f"n_batches={n_batches} is more than n_sweeps={n_sweeps}")
     if not isinstance(stop_tolerance, (int, float)) or not stop_tolerance > 0:
@@ -363,7 +357,7 @@ def collect_tempered_samples(
     betas = betas_model.to(torch.float64)
     n_levels = betas.numel()
     log_prior = resolve_log_prior(prior, betas.cpu())
-    log_z_hat = _initial_log_z(initial_log_z, n_levels)
+    log_z_hat = check_initial_log_z(initial_log_z, n_levels)
 
     sampler = _Sampler(model, transition, betas_model, betas, log_prior, generator)
     # Base samples sit at level 0 (init_chains labels them β = 0), exactly as drawn.
@@ -579,7 +573,11 @@ def stopping_statistic(log_c: Tensor, log_prior: Tensor) -> float:
     return float((torch.exp(log_c - log_prior) - 1.0).abs().max())
 
 
-def _initial_log_z(initial_log_z: Sequence[float] | Tensor | None, n_levels: int) -> Tensor:
+def check_initial_log_z(initial_log_z: Sequence[float] | Tensor | None, n_levels: int) -> Tensor:
+    """``initial_log_z`` (zeros when ``None``) checked to hold ``n_levels`` finite values.
+
+    Float64 on the CPU, shifted so that level 0 is 0.
+    """
     if initial_log_z is None:
         return torch.zeros(n_levels, dtype=torch.float64)
     try:

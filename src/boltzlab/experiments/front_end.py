@@ -48,12 +48,12 @@ from boltzlab.errors import ValidationError
 from boltzlab.estimators.registry import estimate_log_z
 from boltzlab.evaluation.likelihood import log_likelihood
 from boltzlab.models.dbm import DBM
-from boltzlab.models.gaussian_rbm import GaussianRBM, as_real_tensor
+from boltzlab.models.gaussian_rbm import GaussianRBM
 from boltzlab.models.mean_field import variational_lower_bound
 from boltzlab.rng import make_generator, spawn
 from boltzlab.training.pretraining import pretrain_dbm
 from boltzlab.training.trainer import train
-from boltzlab.validation import check_positive_int, require
+from boltzlab.validation import as_real_tensor, check_positive_int, require
 
 __all__ = [
     "FrontEndConfig",

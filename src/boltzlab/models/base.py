@@ -70,6 +70,15 @@ def _beta_column(beta: Tensor | float, n: int, like: Tensor) -> Tensor:
     return beta_t
 
 
+def all_ones(beta: Tensor) -> bool:
+    """Whether every chain is at β = 1, checked only on the CPU.
+
+    There the check costs microseconds and saves a pass over (n_chains, units) per layer;
+    on an accelerator it would force a device synchronisation, so the multiply is done.
+    """
+    return beta.device.type == "cpu" and bool(torch.all(beta == 1))
+
+
 def log_f_marginal(terms: MarginalTerms, beta: Tensor | float) -> Tensor:
     """``log f_β(x)`` with the first group summed out; float64, shape ``(n,)``.
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -36,7 +35,8 @@ from torch import Tensor, nn
 
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
-from boltzlab.models.base import MarginalTerms, log_f_marginal
+from boltzlab.models.base import MarginalTerms, all_ones, log_f_marginal
+from boltzlab.models.files import ModelFile
 from boltzlab.models.rbm import _enumerate_softplus_sums
 from boltzlab.numerics import softplus
 from boltzlab.rng import resolve_generator, sample_bernoulli
@@ -47,12 +47,7 @@ __all__ = ["DBM"]
 _FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
-def _all_ones(beta: Tensor) -> bool:
-    """Whether every chain is at β = 1; checked only on the CPU (no device synchronisation)."""
-    return beta.device.type == "cpu" and bool(torch.all(beta == 1))
-
-
-class DBM(nn.Module):
+class DBM(ModelFile, nn.Module):
     """A binary deep Boltzmann machine; parameters only, so ``torch.optim`` and ``state_dict`` work.
 
     Parameters
@@ -386,7 +381,7 @@ class DBM(nn.Module):
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.biases):
             raise ValidationError(f"this DBM has layers 0..{len(self.biases) - 1}, got index {index!r}")
         with torch.no_grad():
-            if _all_ones(beta):
+            if all_ones(beta):
                 return self._layer_input(index, layers)
             if index == 0:
                 logits = torch.addmm(self.biases[0] - self.base_logits, layers[1], self.weights[0].t())
@@ -482,26 +477,3 @@ class DBM(nn.Module):
             -(1.0 - beta) * float(self._base_log_norm()),
             chunk_states=chunk_states,
         )
-
-    # ------------------------------------------------------------------ files
-    def save(self, path: str | Path, *, metadata: dict[str, Any] | None = None) -> Path:
-        """Write the model as safetensors with a JSON metadata header (kind ``"dbm"``); returns the path."""
-        from boltzlab.io import save_model
-
-        return save_model(self, path, metadata=metadata)
-
-    @classmethod
-    def load(
-        cls,
-        path: str | Path,
-        *,
-        device: str | torch.device = "cpu",
-        dtype: torch.dtype | None = None,
-    ) -> DBM:
-        """Read a model written by :meth:`save`, validating shapes, dtypes and finiteness."""
-        from boltzlab.io import load_model
-
-        model = load_model(path, device=device, dtype=dtype)
-        if not isinstance(model, cls):
-            raise ValidationError(f"{path} holds a {type(model).__name__}, not a {cls.__name__}")
-        return model

@@ -52,19 +52,17 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
-from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
-from boltzlab.models.base import MarginalTerms, log_f_marginal
+from boltzlab.models.base import MarginalTerms, all_ones, log_f_marginal
+from boltzlab.models.bipartite import BipartiteModel, check_finite, initial_weights, parameter_vector
 from boltzlab.models.rbm import all_binary_states
 from boltzlab.rng import resolve_generator, sample_bernoulli
-from boltzlab.validation import check_positive_int, require
+from boltzlab.validation import as_real_tensor, check_positive_int, require
 
 __all__ = ["GaussianConditional", "GaussianRBM", "as_real_tensor"]
 
@@ -72,43 +70,6 @@ _FLOAT_DTYPES = (torch.float32, torch.float64)
 # Exact enumeration of the hidden layer: 2^30 states is already minutes of work.
 _MAX_ENUMERATED_HIDDEN = 30
 _HIDDEN_MODES = ("probability", "sample", "threshold")
-
-
-def as_real_tensor(
-    data: Any,
-    name: str,
-    *,
-    n_units: int | None = None,
-    dtype: torch.dtype = torch.float32,
-    device: str | torch.device = "cpu",
-) -> Tensor:
-    """``data`` as a 2-D finite real tensor of ``dtype`` on ``device`` (a copy).
-
-    Accepts tensors, NumPy arrays and nested sequences of shape ``(n_examples, n_units)``;
-    refuses other ranks, a wrong number of units, empty data and NaN/inf.
-    """
-    if isinstance(data, Tensor):
-        tensor = data.detach()
-    else:
-        try:
-            tensor = torch.as_tensor(np.asarray(data))
-        except (TypeError, ValueError) as error:
-            raise ValidationError(f"{name} could not be read as an array: {error}") from None
-    if tensor.dim() != 2:
-        raise ValidationError(
-            f"{name} must have shape (n_examples, n_units), got shape {tuple(tensor.shape)}; "
-            "flatten images first, e.g. x.reshape(len(x), -1)"
-        )
-    if n_units is not None and tensor.shape[1] != n_units:
-        raise ValidationError(f"{name} has {tensor.shape[1]} units per example, the model expects {n_units}")
-    if tensor.shape[0] == 0:
-        raise ValidationError(f"{name} is empty (0 examples)")
-    if tensor.dtype == torch.bool or tensor.is_complex():
-        raise ValidationError(f"{name} must hold real numbers, got dtype {tensor.dtype}")
-    tensor = tensor.to(device=device, dtype=dtype)
-    if not bool(torch.isfinite(tensor).all()):
-        raise ValidationError(f"{name} contains NaN or infinite values (in {dtype})")
-    return tensor.clone()
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,12 +111,7 @@ class _Float64Parameters:
         return self.weights / self.std[:, None]
 
 
-def _all_ones(beta: Tensor) -> bool:
-    """Whether every chain is at β = 1, checked only on the CPU (no device synchronisation)."""
-    return beta.device.type == "cpu" and bool(torch.all(beta == 1))
-
-
-class GaussianRBM(nn.Module):
+class GaussianRBM(BipartiteModel, nn.Module):
     """A Gaussian-binary RBM; parameters only, so ``torch.optim`` and ``state_dict`` work.
 
     Parameters
@@ -203,7 +159,6 @@ class GaussianRBM(nn.Module):
     True
     """
 
-    update_groups: tuple[tuple[int, ...], ...] = ((1,), (0,))
     layer_kinds: tuple[str, ...] = ("gaussian", "binary")
 
     def __init__(
@@ -224,28 +179,18 @@ class GaussianRBM(nn.Module):
         super().__init__()
         require(dtype in _FLOAT_DTYPES, f"dtype must be torch.float32 or torch.float64, got {dtype}")
         device = torch.device(device)
-        if weights is not None:
-            weights = torch.as_tensor(weights)
-            require(
-                weights.dim() == 2,
-                f"weights must have shape (n_visible, n_hidden), got {tuple(weights.shape)}",
-            )
-            if n_visible is not None and n_visible != weights.shape[0]:
-                raise ValidationError(f"n_visible={n_visible} but weights has {weights.shape[0]} rows")
-            if n_hidden is not None and n_hidden != weights.shape[1]:
-                raise ValidationError(f"n_hidden={n_hidden} but weights has {weights.shape[1]} columns")
-            n_visible, n_hidden = weights.shape
-            weights = weights.to(device=device, dtype=dtype).clone()
-        else:
-            if n_visible is None or n_hidden is None:
-                raise ValidationError("give n_visible and n_hidden, or weights=")
-            n_visible = check_positive_int(n_visible, "n_visible")
-            n_hidden = check_positive_int(n_hidden, "n_hidden")
-            gen = resolve_generator(generator, device)
-            weights = torch.randn(n_visible, n_hidden, generator=gen, device=device, dtype=torch.float64)
-            weights = (weights * float(weight_std)).to(dtype)
-        visible_bias = self._vector(visible_bias, n_visible, "visible_bias", dtype, device)
-        hidden_bias = self._vector(hidden_bias, n_hidden, "hidden_bias", dtype, device)
+        weights = initial_weights(
+            n_visible,
+            n_hidden,
+            weights,
+            dtype=dtype,
+            device=device,
+            generator=generator,
+            weight_std=weight_std,
+        )
+        n_visible, n_hidden = weights.shape
+        visible_bias = parameter_vector(visible_bias, n_visible, "visible_bias", dtype, device)
+        hidden_bias = parameter_vector(hidden_bias, n_hidden, "hidden_bias", dtype, device)
         std_t = torch.as_tensor(std, dtype=torch.float64)
         if std_t.dim() == 0:
             std_t = std_t.expand(n_visible)
@@ -257,12 +202,7 @@ class GaussianRBM(nn.Module):
             bool(torch.isfinite(std_t).all() and (std_t > 0).all()),
             "std must be positive and finite in every unit",
         )
-        for name, tensor in (
-            ("weights", weights),
-            ("visible_bias", visible_bias),
-            ("hidden_bias", hidden_bias),
-        ):
-            require(bool(torch.isfinite(tensor).all()), f"{name} contains NaN or infinite values")
+        check_finite({"weights": weights, "visible_bias": visible_bias, "hidden_bias": hidden_bias})
         self.weights = nn.Parameter(weights)
         self.visible_bias = nn.Parameter(visible_bias)
         self.hidden_bias = nn.Parameter(hidden_bias)
@@ -276,37 +216,7 @@ class GaussianRBM(nn.Module):
         self.base_fitted = False
         self.metadata: dict[str, Any] = {}
 
-    @staticmethod
-    def _vector(
-        value: Tensor | None, size: int, name: str, dtype: torch.dtype, device: torch.device
-    ) -> Tensor:
-        if value is None:
-            return torch.zeros(size, dtype=dtype, device=device)
-        value = torch.as_tensor(value)
-        require(tuple(value.shape) == (size,), f"{name} must have shape ({size},), got {tuple(value.shape)}")
-        return value.to(device=device, dtype=dtype).clone()
-
     # ------------------------------------------------------------------ properties
-    @property
-    def n_visible(self) -> int:
-        return self.weights.shape[0]
-
-    @property
-    def n_hidden(self) -> int:
-        return self.weights.shape[1]
-
-    @property
-    def layer_sizes(self) -> tuple[int, ...]:
-        return (self.n_visible, self.n_hidden)
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.weights.dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self.weights.device
-
     @property
     def std(self) -> Tensor:
         """``σ = exp(log_std)``, shape ``(n_visible,)``, in the model's dtype (detached)."""
@@ -475,7 +385,7 @@ class GaussianRBM(nn.Module):
         if index == 1:
             with torch.no_grad():
                 logits = torch.addmm(self.hidden_bias.detach(), layers[0], self._scaled_weights())
-                return logits if _all_ones(beta) else logits.mul_(beta[:, None])
+                return logits if all_ones(beta) else logits.mul_(beta[:, None])
         if index == 0:
             raise ValidationError(
                 "the visible layer of a GaussianRBM is Gaussian: it has no log-odds; draw it with "
@@ -497,7 +407,7 @@ class GaussianRBM(nn.Module):
             if beta_t.dim() == 0:
                 beta_t = beta_t.expand(h.shape[0])
             std = self.std
-            if _all_ones(beta_t):
+            if all_ones(beta_t):
                 # λ = 1/σ², η/λ = b + σ·(Wh): one GEMM with σ-scaled weights.
                 mean = torch.addmm(self.visible_bias.detach(), h, (self.weights.detach() * std[:, None]).t())
                 return GaussianConditional(mean=mean, std=std.expand_as(mean))
@@ -563,38 +473,12 @@ class GaussianRBM(nn.Module):
             return sample_bernoulli(probability, generator=resolve_generator(generator, self.device))
 
     # ------------------------------------------------------------------ chains
-    def init_chains(
-        self, n_chains: int, *, generator: torch.Generator | int | None = None, beta: float = 0.0
-    ) -> Chains:
-        """``n_chains`` exact samples from the base (``v ~ N(μ, s²)``, ``h`` uniform).
-
-        ``beta`` only labels the chains; the states are exact at β = 0.
-        """
-        n_chains = check_positive_int(n_chains, "n_chains")
-        generator = resolve_generator(generator, self.device)
-        with torch.no_grad():
-            noise = torch.randn(
-                (n_chains, self.n_visible), generator=generator, dtype=self.dtype, device=self.device
-            )
-            v = noise.mul_(self.base_std).add_(self.base_mean)
-            h = sample_bernoulli(
-                torch.full((n_chains, self.n_hidden), 0.5, dtype=self.dtype, device=self.device),
-                generator=generator,
-            )
-        beta_t = torch.full((n_chains,), float(beta), dtype=self.dtype, device=self.device)
-        return Chains(layers=(v, h), beta=beta_t)
-
-    def chains_from(
-        self, v: Any, *, generator: torch.Generator | int | None = None, beta: float = 1.0
-    ) -> Chains:
-        """Chains started at visible states ``v`` (shape ``(n, D)``) with ``h ~ p_β(h | v)``."""
-        v = self.validate_data(v, "v")
-        generator = resolve_generator(generator, self.device)
-        beta_t = torch.full((v.shape[0],), float(beta), dtype=self.dtype, device=self.device)
-        h = self.sample_conditional(
-            1, (v, v.new_empty(v.shape[0], self.n_hidden)), beta_t, generator=generator
+    def _base_visible(self, n_chains: int, generator: torch.Generator) -> Tensor:
+        """``n_chains`` exact draws ``v ~ N(μ, s²)`` from the base; shape ``(n_chains, n_visible)``."""
+        noise = torch.randn(
+            (n_chains, self.n_visible), generator=generator, dtype=self.dtype, device=self.device
         )
-        return Chains(layers=(v, h), beta=beta_t)
+        return noise.mul_(self.base_std).add_(self.base_mean)
 
     # ------------------------------------------------------------------ enumeration
     def enumerate_log_f(self, beta: float = 1.0, *, chunk_states: int | None = None) -> Iterator[Tensor]:
@@ -626,24 +510,6 @@ class GaussianRBM(nn.Module):
         from boltzlab.training.gaussian_objective import GaussianRBMObjective
 
         return GaussianRBMObjective()
-
-    def save(self, path: str | Path, *, metadata: dict[str, Any] | None = None) -> Path:
-        """Write the model as safetensors (kind ``"gaussian-rbm"``); returns the path."""
-        from boltzlab.io import save_model
-
-        return save_model(self, path, metadata=metadata)
-
-    @classmethod
-    def load(
-        cls, path: str | Path, *, device: str | torch.device = "cpu", dtype: torch.dtype | None = None
-    ) -> GaussianRBM:
-        """Read a model written by :meth:`save` (``log σ`` comes back as a fixed buffer)."""
-        from boltzlab.io import load_model
-
-        model = load_model(path, device=device, dtype=dtype)
-        if not isinstance(model, cls):
-            raise ValidationError(f"{path} holds a {type(model).__name__}, not a {cls.__name__}")
-        return model
 
 
 @dataclass(frozen=True, slots=True)

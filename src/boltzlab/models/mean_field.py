@@ -36,7 +36,7 @@ from torch import Tensor
 
 from boltzlab.errors import ValidationError
 from boltzlab.models.dbm import DBM
-from boltzlab.validation import as_binary_tensor, check_positive_int, require
+from boltzlab.validation import as_binary_tensor, check_nonnegative_int, check_positive_int, require
 
 __all__ = [
     "MeanFieldResult",
@@ -108,8 +108,7 @@ def _run_mean_field(dbm: DBM, v: Tensor, n_updates: int, init: str) -> MeanField
 def _check_common(dbm: Any, data: Any, n_updates: Any, init: Any) -> tuple[Tensor, int]:
     if not isinstance(dbm, DBM):
         raise ValidationError(f"dbm must be a boltzlab.DBM, got {type(dbm).__name__}")
-    if isinstance(n_updates, bool) or not isinstance(n_updates, int) or n_updates < 0:
-        raise ValidationError(f"n_updates must be a non-negative integer, got {n_updates!r}")
+    check_nonnegative_int(n_updates, "n_updates")
     require(init in _INITS, f"init must be one of {', '.join(map(repr, _INITS))}, got {init!r}")
     v = as_binary_tensor(data, "data", n_units=dbm.layer_sizes[0], dtype=dbm.dtype, device=dbm.device)
     return v, n_updates

@@ -21,18 +21,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
-from boltzlab.models.base import MarginalTerms, log_f_marginal
+from boltzlab.models.base import MarginalTerms, all_ones, log_f_marginal
+from boltzlab.models.bipartite import BipartiteModel, check_finite, initial_weights, parameter_vector
 from boltzlab.numerics import softplus
-from boltzlab.rng import resolve_generator, sample_bernoulli
-from boltzlab.validation import as_binary_tensor, check_positive_int, require
+from boltzlab.rng import sample_bernoulli
+from boltzlab.validation import as_binary_tensor, require
 
 __all__ = ["RBM", "all_binary_states"]
 
@@ -53,15 +52,6 @@ def all_binary_states(
     codes = torch.arange(start, stop, device=device, dtype=torch.int64)
     shifts = torch.arange(n_units, device=device, dtype=torch.int64)
     return ((codes[:, None] >> shifts[None, :]) & 1).to(dtype)
-
-
-def _all_ones(beta: Tensor) -> bool:
-    """Whether every chain is at β = 1, checked only on the CPU.
-
-    There the check costs microseconds and saves a pass over (n_chains, units) per layer;
-    on an accelerator it would force a device synchronisation, so the multiply is done.
-    """
-    return beta.device.type == "cpu" and bool(torch.all(beta == 1))
 
 
 def _enumerate_softplus_sums(
@@ -96,7 +86,7 @@ def _enumerate_softplus_sums(
         yield softplus(inputs).sum(1) + low_linear + shift
 
 
-class RBM(nn.Module):
+class RBM(BipartiteModel, nn.Module):
     """A binary-binary RBM; parameters only, so ``torch.optim`` and ``state_dict`` work.
 
     Parameters
@@ -131,7 +121,7 @@ class RBM(nn.Module):
     True
     """
 
-    update_groups: tuple[tuple[int, ...], ...] = ((1,), (0,))
+    _article = "an"
 
     def __init__(
         self,
@@ -152,74 +142,25 @@ class RBM(nn.Module):
             f"dtype must be a floating dtype, got {dtype}",
         )
         device = torch.device(device)
-        if weights is not None:
-            weights = torch.as_tensor(weights)
-            require(
-                weights.dim() == 2,
-                f"weights must have shape (n_visible, n_hidden), got {tuple(weights.shape)}",
-            )
-            if n_visible is not None and n_visible != weights.shape[0]:
-                raise ValidationError(f"n_visible={n_visible} but weights has {weights.shape[0]} rows")
-            if n_hidden is not None and n_hidden != weights.shape[1]:
-                raise ValidationError(f"n_hidden={n_hidden} but weights has {weights.shape[1]} columns")
-            n_visible, n_hidden = weights.shape
-            weights = weights.to(device=device, dtype=dtype).clone()
-        else:
-            if n_visible is None or n_hidden is None:
-                raise ValidationError("give n_visible and n_hidden, or weights=")
-            n_visible = check_positive_int(n_visible, "n_visible")
-            n_hidden = check_positive_int(n_hidden, "n_hidden")
-            gen = resolve_generator(generator, device)
-            weights = torch.randn(n_visible, n_hidden, generator=gen, device=device, dtype=torch.float64)
-            weights = (weights * weight_std).to(dtype)
-        visible_bias = self._vector(visible_bias, n_visible, "visible_bias", dtype, device)
-        hidden_bias = self._vector(hidden_bias, n_hidden, "hidden_bias", dtype, device)
-        for name, tensor in (
-            ("weights", weights),
-            ("visible_bias", visible_bias),
-            ("hidden_bias", hidden_bias),
-        ):
-            require(bool(torch.isfinite(tensor).all()), f"{name} contains NaN or infinite values")
+        weights = initial_weights(
+            n_visible,
+            n_hidden,
+            weights,
+            dtype=dtype,
+            device=device,
+            generator=generator,
+            weight_std=weight_std,
+        )
+        n_visible, n_hidden = weights.shape
+        visible_bias = parameter_vector(visible_bias, n_visible, "visible_bias", dtype, device)
+        hidden_bias = parameter_vector(hidden_bias, n_hidden, "hidden_bias", dtype, device)
+        check_finite({"weights": weights, "visible_bias": visible_bias, "hidden_bias": hidden_bias})
         self.weights = nn.Parameter(weights)
         self.visible_bias = nn.Parameter(visible_bias)
         self.hidden_bias = nn.Parameter(hidden_bias)
         self.register_buffer("base_logits", torch.zeros(n_visible, dtype=dtype, device=device))
         self.base_fitted = False
         self.metadata: dict[str, Any] = {}
-
-    @staticmethod
-    def _vector(
-        value: Tensor | None, size: int, name: str, dtype: torch.dtype, device: torch.device
-    ) -> Tensor:
-        if value is None:
-            return torch.zeros(size, dtype=dtype, device=device)
-        value = torch.as_tensor(value)
-        require(
-            tuple(value.shape) == (size,),
-            f"{name} must have shape ({size},), got {tuple(value.shape)}",
-        )
-        return value.to(device=device, dtype=dtype).clone()
-
-    # ------------------------------------------------------------------ properties
-    @property
-    def n_visible(self) -> int:
-        return self.weights.shape[0]
-
-    @property
-    def n_hidden(self) -> int:
-        return self.weights.shape[1]
-
-    @property
-    def layer_sizes(self) -> tuple[int, ...]:
-        return (self.n_visible, self.n_hidden)
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.weights.dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self.weights.device
 
     def extra_repr(self) -> str:
         base = "base-rate" if self.base_fitted else "uniform"
@@ -303,7 +244,7 @@ class RBM(nn.Module):
         Hidden: ``β·(c + vW)``. Visible: ``β·(b + Wh) + (1 − β)·b^A``. Shape ``(n, size)``.
         """
         with torch.no_grad():
-            at_target = _all_ones(beta)
+            at_target = all_ones(beta)
             if index == 1:
                 logits = torch.addmm(self.hidden_bias, layers[0], self.weights)
                 return logits if at_target else logits.mul_(beta[:, None])
@@ -317,35 +258,10 @@ class RBM(nn.Module):
                 return logits
         raise ValidationError(f"an RBM has layers 0 and 1, got index {index}")
 
-    def init_chains(
-        self, n_chains: int, *, generator: torch.Generator | int | None = None, beta: float = 0.0
-    ) -> Chains:
-        """``n_chains`` exact samples from the base (v from the base-rate model, h uniform).
-
-        ``beta`` only labels the chains; the states are exact at β = 0.
-        """
-        n_chains = check_positive_int(n_chains, "n_chains")
-        generator = resolve_generator(generator, self.device)
-        with torch.no_grad():
-            p_visible = torch.sigmoid(self.base_logits).expand(n_chains, -1)
-            v = sample_bernoulli(p_visible.contiguous(), generator=generator)
-            h = sample_bernoulli(
-                torch.full((n_chains, self.n_hidden), 0.5, dtype=self.dtype, device=self.device),
-                generator=generator,
-            )
-        beta_t = torch.full((n_chains,), float(beta), dtype=self.dtype, device=self.device)
-        return Chains(layers=(v, h), beta=beta_t)
-
-    def chains_from(
-        self, v: Tensor, *, generator: torch.Generator | int | None = None, beta: float = 1.0
-    ) -> Chains:
-        """Chains started at visible states ``v`` (shape ``(n, D)``) with ``h ~ p_β(h | v)``."""
-        v = as_binary_tensor(v, "v", n_units=self.n_visible, dtype=self.dtype, device=self.device)
-        generator = resolve_generator(generator, self.device)
-        beta_t = torch.full((v.shape[0],), float(beta), dtype=self.dtype, device=self.device)
-        probability = torch.sigmoid(self.conditional_logits(1, (v, None), beta_t))  # type: ignore[arg-type]
-        h = sample_bernoulli(probability, generator=generator)
-        return Chains(layers=(v, h), beta=beta_t)
+    def _base_visible(self, n_chains: int, generator: torch.Generator) -> Tensor:
+        """``n_chains`` exact draws of ``v`` from the base-rate model; shape ``(n_chains, n_visible)``."""
+        p_visible = torch.sigmoid(self.base_logits).expand(n_chains, -1)
+        return sample_bernoulli(p_visible.contiguous(), generator=generator)
 
     # ------------------------------------------------------------------ enumeration
     def enumerate_log_f(self, beta: float = 1.0, *, chunk_states: int | None = None) -> Iterator[Tensor]:
@@ -402,26 +318,4 @@ class RBM(nn.Module):
             device=device,
         )
         model.metadata["source"] = "sklearn.neural_network.BernoulliRBM"
-        return model
-
-    def save(self, path: str | Path, *, metadata: dict[str, Any] | None = None) -> Path:
-        """Write the model as safetensors with a JSON metadata header; returns the path."""
-        from boltzlab.io import save_model
-
-        return save_model(self, path, metadata=metadata)
-
-    @classmethod
-    def load(
-        cls,
-        path: str | Path,
-        *,
-        device: str | torch.device = "cpu",
-        dtype: torch.dtype | None = None,
-    ) -> RBM:
-        """Read a model written by :meth:`save`, validating shapes, dtypes and finiteness."""
-        from boltzlab.io import load_model
-
-        model = load_model(path, device=device, dtype=dtype)
-        if not isinstance(model, cls):
-            raise ValidationError(f"{path} holds a {type(model).__name__}, not an {cls.__name__}")
         return model

@@ -47,7 +47,7 @@ from boltzlab.models.dbm import DBM
 from boltzlab.models.mean_field import _run_mean_field, variational_lower_bound
 from boltzlab.rng import make_generator
 from boltzlab.training.callbacks import Callback, RunView
-from boltzlab.validation import check_positive_int, require
+from boltzlab.validation import check_nonnegative_int, check_positive_int, require
 
 __all__ = ["DBMStatistics", "MeanFieldObjective", "VariationalBoundTracker"]
 
@@ -106,8 +106,7 @@ class MeanFieldObjective:
     default_lr_schedule = "inverse"
 
     def __init__(self, *, n_updates: int = 5, init: str = "bottom_up", rao_blackwellise: bool = True) -> None:
-        if isinstance(n_updates, bool) or not isinstance(n_updates, int) or n_updates < 0:
-            raise ValidationError(f"n_updates must be a non-negative integer, got {n_updates!r}")
+        check_nonnegative_int(n_updates, "n_updates")
         require(init in _INITS, f"init must be one of {', '.join(map(repr, _INITS))}, got {init!r}")
         require(
             isinstance(rao_blackwellise, bool),

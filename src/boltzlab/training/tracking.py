@@ -91,7 +91,11 @@ from torch import Tensor
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.rts import rts_log_z, rts_tracking_update, stopping_statistic
-from boltzlab.estimators.tempered_samples import level_log_probabilities, resolve_log_prior
+from boltzlab.estimators.tempered_samples import (
+    check_initial_log_z,
+    level_log_probabilities,
+    resolve_log_prior,
+)
 from boltzlab.evaluation.likelihood import log_likelihood
 from boltzlab.models.base import MarginalTerms
 from boltzlab.operators.base import Operator
@@ -101,7 +105,7 @@ from boltzlab.tempering.ladders import Ladder
 from boltzlab.tempering.simulated import sample_categorical
 from boltzlab.training.callbacks import Callback, RunView
 from boltzlab.training.negative import NegativePhaseBase, register_phase
-from boltzlab.validation import as_binary_tensor, check_positive_int
+from boltzlab.validation import as_binary_tensor, check_nonnegative_int, check_positive_int
 
 __all__ = [
     "RTSLikelihoodTracker",
@@ -323,16 +327,8 @@ class RTSTracking(NegativePhaseBase):
         if isinstance(step_size, bool) or not isinstance(step_size, (int, float)) or not 0 < step_size <= 1:
             raise ValidationError(f"step_size must be a number in (0, 1], got {step_size!r}")
         self.step_size = float(step_size)
-        self.initial_log_z = _check_initial_log_z(initial_log_z, self.ladder.size)
-        if (
-            isinstance(n_initial_iterations, bool)
-            or not isinstance(n_initial_iterations, int)
-            or n_initial_iterations < 0
-        ):
-            raise ValidationError(
-                f"n_initial_iterations must be a non-negative integer, got {n_initial_iterations!r}"
-            )
-        self.n_initial_iterations = n_initial_iterations
+        self.initial_log_z = check_initial_log_z(initial_log_z, self.ladder.size)
+        self.n_initial_iterations = check_nonnegative_int(n_initial_iterations, "n_initial_iterations")
         self.initial_sweeps = check_positive_int(initial_sweeps, "initial_sweeps")
         if (
             isinstance(stop_tolerance, bool)
@@ -791,20 +787,6 @@ def _layers(tensors: dict[str, Tensor], prefix: str, model: Any) -> tuple[Tensor
             f"the model's layers have {list(model.layer_sizes)} units"
         )
     return tuple(layers)
-
-
-def _check_initial_log_z(initial_log_z: Sequence[float] | Tensor | None, n_levels: int) -> Tensor:
-    if initial_log_z is None:
-        return torch.zeros(n_levels, dtype=torch.float64)
-    try:
-        values = torch.as_tensor(initial_log_z, dtype=torch.float64).detach().cpu().flatten().clone()
-    except (TypeError, ValueError, RuntimeError) as error:
-        raise ValidationError(f"initial_log_z could not be read as numbers: {error}") from None
-    if values.shape != (n_levels,) or not bool(torch.isfinite(values).all()):
-        raise ValidationError(
-            f"initial_log_z must hold {n_levels} finite values (one per level), got shape {tuple(values.shape)}"
-        )
-    return values - values[0]
 
 
 def _setting(value: Any) -> Any:
