@@ -119,7 +119,7 @@ def _toml_value(value: Scalar) -> str:
             return "inf" if value > 0 else "-inf"
         return repr(value)  # shortest round-trip form; TOML accepts 1e-05 and 0.1 alike
     if isinstance(value, str):
-        # JSON's escapes (\" \\ \n \t \uXXXX, ASCII only) are all valid in a TOML basic string.
+        # JSON's escapes (\" \\ \n \t \u with four hex digits, ASCII only) are all valid in a TOML basic string.
         return json.dumps(value, ensure_ascii=True)
     raise ValidationError(f"config values must be str, int, float or bool, got {type(value).__name__}")
 

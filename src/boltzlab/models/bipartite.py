@@ -10,6 +10,7 @@ the rest once.
 
 from __future__ import annotations
 
+import abc
 from typing import Any
 
 import torch
@@ -76,7 +77,7 @@ def check_finite(tensors: dict[str, Tensor]) -> None:
         require(bool(torch.isfinite(tensor).all()), f"{name} contains NaN or infinite values")
 
 
-class BipartiteModel(ModelFile):
+class BipartiteModel(ModelFile, abc.ABC):
     """Mixin for an ``nn.Module`` with ``weights`` of shape ``(n_visible, n_hidden)``.
 
     A subclass provides ``_base_visible(n_chains, generator)`` (exact draws of ``v`` from
@@ -110,12 +111,13 @@ class BipartiteModel(ModelFile):
         return self.weights.device
 
     # ------------------------------------------------------------------ chains
+    @abc.abstractmethod
     def _base_visible(self, n_chains: int, generator: torch.Generator) -> Tensor:
         """``n_chains`` exact draws of ``v`` from the base; shape ``(n_chains, n_visible)``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def conditional_logits(self, index: int, layers: tuple[Tensor, ...], beta: Tensor) -> Tensor:
-        raise NotImplementedError
+        """Log-odds of layer ``index`` given the others at per-chain ``beta`` (the model's own)."""
 
     def init_chains(
         self, n_chains: int, *, generator: torch.Generator | int | None = None, beta: float = 0.0
