@@ -90,6 +90,10 @@ def test_demo_writes_everything_and_prints_log_z(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "log Z" in result.output and "exact (2^4 states)" in result.output
+    # Three independent sampling estimates, each pair compared in combined standard errors.
+    for label in ("AIS, gibbs sweeps", "AIS, flip sweeps", "RTS, gibbs sweeps", "from RTS log Z"):
+        assert label in result.output, label
+    assert result.output.count("combined s.e.") == 3
     for name in (
         "model.safetensors",
         "metrics.csv",
