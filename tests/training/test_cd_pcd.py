@@ -213,6 +213,18 @@ def test_same_seed_same_run_and_inputs_untouched() -> None:
     assert runs[0].model.metadata["training"]["algorithm"] == "pcd"
 
 
+def test_sap_is_another_name_of_pcd() -> None:
+    # The CAST paper's SAP is PCD: the same seed gives the same parameters bit for bit.
+    data = bars_and_stripes()
+    models = []
+    for algorithm in ("sap", "pcd"):
+        model = bl.RBM(n_visible=16, n_hidden=5, generator=3)
+        train(model, data, algorithm=algorithm, n_chains=13, batch_size=7, n_updates=20, generator=11)
+        models.append(model)
+    for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
 def test_data_validation() -> None:
     model = bl.RBM(n_visible=7, n_hidden=3, generator=0)
     good = torch.zeros(20, 7)

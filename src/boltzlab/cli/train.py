@@ -47,6 +47,7 @@ from boltzlab.models.rbm import RBM
 from boltzlab.rng import make_generator, spawn
 from boltzlab.training import available_phases, find_latest_checkpoint
 from boltzlab.training import train as train_model
+from boltzlab.training.negative import PHASE_ALIASES
 
 __all__ = ["train"]
 
@@ -63,8 +64,6 @@ _ALGORITHM_OPTIONS = {
 }
 
 
-# Alternative names of algorithms: SAP (stochastic approximation) is PCD (ALGORITHMS.md §3.1).
-_ALGORITHM_ALIASES = {"sap": "pcd"}
 _MODELS = ("rbm", "dbm")
 _PRETRAIN_UPDATES = 1000
 # The bound tracker's AIS budget on models too large to enumerate (a training-time monitor).
@@ -73,7 +72,7 @@ _TRACK_AIS = {"n_chains": 100, "n_temperatures": 1000}
 
 def algorithm_name(algorithm: str) -> str:
     """The trainer's name of ``--algorithm`` (``sap`` → ``pcd``)."""
-    return _ALGORITHM_ALIASES.get(algorithm.lower(), algorithm)
+    return PHASE_ALIASES.get(algorithm.lower(), algorithm)
 
 
 def parse_layers(text: str | None, n_visible: int) -> tuple[int, ...]:

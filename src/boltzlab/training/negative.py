@@ -26,6 +26,7 @@ from boltzlab.operators.base import Operator
 from boltzlab.registry import Registry
 
 __all__ = [
+    "PHASE_ALIASES",
     "NegativePhase",
     "NegativePhaseBase",
     "available_phases",
@@ -152,6 +153,11 @@ def register_phase(name: str) -> Callable[[PhaseFactory], PhaseFactory]:
     return _PHASES.register(name)
 
 
+# Other names of registered phases: SAP (stochastic approximation, the CAST paper's name) is
+# PCD (ALGORITHMS.md §3.1).
+PHASE_ALIASES = {"sap": "pcd"}
+
+
 def available_phases() -> tuple[str, ...]:
     """Names accepted as ``train(..., algorithm=name)``."""
     return _PHASES.names()
@@ -165,14 +171,15 @@ def get_phase(
     n_chains: int,
     **params: Any,
 ) -> NegativePhase:
-    """The negative phase called ``name`` (a phase object passes through unchanged)."""
+    """The negative phase called ``name`` (a phase object passes through unchanged; ``"sap"``
+    is another name of ``"pcd"``)."""
     if not isinstance(name, str):
         if not isinstance(name, NegativePhase):
             raise ValidationError(
                 f"algorithm must be one of {', '.join(available_phases())} or a NegativePhase, got {name!r}"
             )
         return name
-    factory = _PHASES.get(name)
+    factory = _PHASES.get(PHASE_ALIASES.get(name.lower(), name))
     try:
         return factory(operator=operator, k=k, n_chains=n_chains, **params)
     except TypeError as error:
