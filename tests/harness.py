@@ -1,7 +1,8 @@
 """Shared exact-enumeration checks for operators and estimators.
 
 A new operator's test is one call to :func:`check_operator_exact`; a new estimator's is one
-call to :func:`check_estimator_exact`. Sizes are distinct (7 visible x 3 hidden x 13 chains,
+call to :func:`check_estimator_exact`; a new sampling scheme's checkpoint test is one call to
+:func:`check_scheme_round_trip`. Sizes are distinct (7 visible x 3 hidden x 13 chains,
 ...) so that a transposition fails loudly; tolerances are in standard errors.
 """
 
@@ -11,6 +12,8 @@ import math
 from collections.abc import Callable
 
 import torch
+from safetensors.torch import load as safetensors_load
+from safetensors.torch import save as safetensors_save
 
 import boltzlab as bl
 from boltzlab.estimators import joint_log_probabilities
@@ -198,3 +201,29 @@ def check_estimator_exact(
             )
             errors.append(result.stderr)
         assert errors[-1] < errors[0], f"the error bar must shrink with budget, got {errors}"
+
+
+def check_scheme_round_trip(
+    scheme, model, *, seed: int, steps_before: int, steps_after: int, n_chains: int = N_CHAINS
+) -> tuple:
+    """Run ``steps_before`` steps, save the state through safetensors bytes, restore it, then
+    step the original and the restored state ``steps_after`` more times with generators in
+    the same state: every state tensor must be bit-identical. Returns ``(state, restored)``
+    for scheme-specific checks."""
+    generator = torch.Generator().manual_seed(seed)
+    state = scheme.init(model, n_chains, generator=generator)
+    for _ in range(steps_before):
+        state, _ = scheme.step(model, state, generator=generator)
+    restored = scheme.state_from_tensors(
+        model, safetensors_load(safetensors_save(scheme.state_tensors(state)))
+    )
+    restored_generator = torch.Generator()
+    restored_generator.set_state(generator.get_state())
+    for _ in range(steps_after):
+        state, _ = scheme.step(model, state, generator=generator)
+        restored, _ = scheme.step(model, restored, generator=restored_generator)
+    expected, got = scheme.state_tensors(state), scheme.state_tensors(restored)
+    assert expected.keys() == got.keys()
+    for key in expected:
+        assert torch.equal(expected[key], got[key]), key
+    return state, restored

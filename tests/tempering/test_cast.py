@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
 
 # Shared exact-kernel and statistics helpers; pytest puts this directory on sys.path.
 from test_simulated import (
@@ -24,7 +23,7 @@ from boltzlab.errors import ValidationError
 from boltzlab.estimators import joint_log_probabilities
 from boltzlab.evaluation import transition_matrix
 from boltzlab.tempering import CAST, ladders
-from harness import random_rbm
+from harness import check_scheme_round_trip, random_rbm
 
 
 def rows(chains: bl.Chains) -> list[tuple[float, ...]]:
@@ -182,7 +181,7 @@ def test_defaults_summary_and_step_contract():
     assert new.n_steps == state.n_steps + 1 and bool((new.slow.beta == 1).all())
 
 
-def test_cast_reproducible_and_round_trip(tmp_path):
+def test_cast_reproducible_and_round_trip():
     model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
     runs = [
         bl.sample(
@@ -201,21 +200,8 @@ def test_cast_reproducible_and_round_trip(tmp_path):
     assert not torch.equal(runs[0].samples, runs[2].samples)
     for exchange, shared in (("swap", False), ("copy", True)):
         scheme = CAST("flip", n_levels=6, lag=3, exchange=exchange, shared_weights=shared)
-        g = torch.Generator().manual_seed(12)
-        state = scheme.init(model, 13, generator=g)
-        for _ in range(5):
-            state, _ = scheme.step(model, state, generator=g)
-        path = tmp_path / f"cast-{exchange}.safetensors"
-        save_file(scheme.state_tensors(state), str(path))
-        restored = scheme.state_from_tensors(model, load_file(str(path)))
-        g_restored = torch.Generator()
-        g_restored.set_state(g.get_state())
-        for _ in range(8):
-            state, _ = scheme.step(model, state, generator=g)
-            restored, _ = scheme.step(model, restored, generator=g_restored)
+        state, restored = check_scheme_round_trip(scheme, model, seed=12, steps_before=5, steps_after=8)
         assert restored.n_exchanges == state.n_exchanges == 4
-        for key, value in scheme.state_tensors(state).items():
-            assert torch.equal(value, scheme.state_tensors(restored)[key]), key
 
 
 def test_validation_errors():

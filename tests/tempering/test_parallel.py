@@ -14,15 +14,13 @@ import math
 
 import pytest
 import torch
-from safetensors.torch import load as safetensors_load
-from safetensors.torch import save as safetensors_save
 
 import boltzlab as bl
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import joint_log_probabilities, joint_states
 from boltzlab.evaluation import transition_matrix
 from boltzlab.tempering import ParallelTempering, ladders
-from harness import random_rbm
+from harness import check_scheme_round_trip, random_rbm
 
 OPERATORS = ("gibbs", "flip", "mixture")
 
@@ -441,26 +439,10 @@ def test_same_seed_same_run_and_bl_sample_entry_point():
 def test_checkpoint_round_trip_continues_bit_identically(swap_every):
     model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
     scheme = ParallelTempering(bl.operators.get("flip"), n_levels=4, swap_every=swap_every, pairs="all")
-    generator = torch.Generator().manual_seed(11)
-    state = scheme.init(model, 13, generator=generator)
-    for _ in range(3):
-        state, _ = scheme.step(model, state, generator=generator)
-    saved = safetensors_save(scheme.state_tensors(state))
-    generator_state = generator.get_state()
-    uninterrupted = state
-    for _ in range(4):
-        uninterrupted, _ = scheme.step(model, uninterrupted, generator=generator)
-    resumed = scheme.state_from_tensors(model, safetensors_load(saved))
-    generator.set_state(generator_state)
-    for _ in range(4):
-        resumed, _ = scheme.step(model, resumed, generator=generator)
-    expected, got = scheme.state_tensors(uninterrupted), scheme.state_tensors(resumed)
-    assert expected.keys() == got.keys()
-    for key in expected:
-        assert torch.equal(expected[key], got[key]), key
+    state, _ = check_scheme_round_trip(scheme, model, seed=11, steps_before=3, steps_after=4)
     with pytest.raises(ValidationError, match="ladder"):
         ParallelTempering(bl.operators.get("flip"), [0.1, 0.2, 0.3, 1.0]).state_from_tensors(
-            model, safetensors_load(saved)
+            model, scheme.state_tensors(state)
         )
 
 

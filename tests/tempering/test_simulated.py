@@ -15,7 +15,6 @@ import math
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
 
 import boltzlab as bl
 from boltzlab.errors import ValidationError
@@ -26,7 +25,7 @@ from boltzlab.models.base import log_f_marginal, log_f_marginal_all
 from boltzlab.models.rbm import all_binary_states
 from boltzlab.tempering import SimulatedTempering, ladders
 from boltzlab.tempering.simulated import SimulatedTemperingState, log_proposal_ratio, round_trips
-from harness import random_rbm
+from harness import check_scheme_round_trip, random_rbm
 
 # ----------------------------------------------------------------------------- exact kernels
 
@@ -387,26 +386,12 @@ def test_st_reproducible_from_seed():
 
 
 @pytest.mark.parametrize("level_move", ["metropolis", "gibbs"])
-def test_state_round_trip_continues_bit_identically(tmp_path, level_move):
+def test_state_round_trip_continues_bit_identically(level_move):
     model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
     scheme = SimulatedTempering(
         "flip", n_levels=5, log_weights=[3.0, 2.0, 1.5, 0.5, 0.0], level_move=level_move
     )
-    g = torch.Generator().manual_seed(9)
-    state = scheme.init(model, 13, generator=g)
-    for _ in range(7):
-        state, _ = scheme.step(model, state, generator=g)
-    path = tmp_path / "state.safetensors"
-    save_file(scheme.state_tensors(state), str(path))
-    generator_state = g.get_state()
-    restored = scheme.state_from_tensors(model, load_file(str(path)))
-    g_restored = torch.Generator().manual_seed(0)
-    g_restored.set_state(generator_state)
-    for _ in range(11):
-        state, _ = scheme.step(model, state, generator=g)
-        restored, _ = scheme.step(model, restored, generator=g_restored)
-    for key, value in scheme.state_tensors(state).items():
-        assert torch.equal(value, scheme.state_tensors(restored)[key]), key
+    state, restored = check_scheme_round_trip(scheme, model, seed=9, steps_before=7, steps_after=11)
     assert torch.equal(state.chains.beta, restored.chains.beta)
 
 

@@ -14,15 +14,13 @@ import math
 
 import pytest
 import torch
-from safetensors.torch import load as safetensors_load
-from safetensors.torch import save as safetensors_save
 
 import boltzlab as bl
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import joint_log_probabilities, joint_states
 from boltzlab.evaluation import group_transition_matrix, transition_matrix
 from boltzlab.tempering import TemperedTransitions, ladders
-from harness import random_rbm
+from harness import check_scheme_round_trip, random_rbm
 
 OPERATORS = ("gibbs", "flip", "mixture")
 
@@ -295,23 +293,7 @@ def test_same_seed_same_run_and_bl_sample_entry_point():
 def test_checkpoint_round_trip_continues_bit_identically():
     model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
     scheme = TemperedTransitions(bl.operators.get("flip"), n_levels=4, target_sweeps=1)
-    generator = torch.Generator().manual_seed(11)
-    state = scheme.init(model, 13, generator=generator)
-    for _ in range(3):
-        state, _ = scheme.step(model, state, generator=generator)
-    saved = safetensors_save(scheme.state_tensors(state))
-    generator_state = generator.get_state()
-    uninterrupted = state
-    for _ in range(3):
-        uninterrupted, _ = scheme.step(model, uninterrupted, generator=generator)
-    resumed = scheme.state_from_tensors(model, safetensors_load(saved))
-    generator.set_state(generator_state)
-    for _ in range(3):
-        resumed, _ = scheme.step(model, resumed, generator=generator)
-    expected, got = scheme.state_tensors(uninterrupted), scheme.state_tensors(resumed)
-    assert expected.keys() == got.keys()
-    for key in expected:
-        assert torch.equal(expected[key], got[key]), key
+    check_scheme_round_trip(scheme, model, seed=11, steps_before=3, steps_after=3)
 
 
 @pytest.mark.parametrize(

@@ -12,14 +12,13 @@ import math
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
 
 import boltzlab as bl
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import exact_log_z
 from boltzlab.tempering import AdaptiveSimulatedTempering, SimulatedTempering, ladders
 from boltzlab.tempering.wang_landau import decaying_gamma, wang_landau_update
-from harness import random_rbm
+from harness import check_scheme_round_trip, random_rbm
 
 
 def exact_relative_log_z(model: bl.RBM, ladder: ladders.Ladder) -> torch.Tensor:
@@ -156,7 +155,7 @@ def test_gamma_schedules():
     assert torch.allclose(new.log_weights, expected, rtol=0, atol=1e-15)
 
 
-def test_ast_reproducible_and_round_trip(tmp_path):
+def test_ast_reproducible_and_round_trip():
     model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
     runs = [
         bl.sample(
@@ -176,21 +175,8 @@ def test_ast_reproducible_and_round_trip(tmp_path):
     assert not torch.equal(runs[0].info.summary.log_weights, runs[2].info.summary.log_weights)
     for shared in (False, True):
         scheme = AdaptiveSimulatedTempering("flip", n_levels=5, shared_weights=shared, level_move="gibbs")
-        g = torch.Generator().manual_seed(2)
-        state = scheme.init(model, 13, generator=g)
-        for _ in range(6):
-            state, _ = scheme.step(model, state, generator=g)
-        path = tmp_path / f"ast-{shared}.safetensors"
-        save_file(scheme.state_tensors(state), str(path))
-        restored = scheme.state_from_tensors(model, load_file(str(path)))
-        g_restored = torch.Generator()
-        g_restored.set_state(g.get_state())
-        for _ in range(9):
-            state, _ = scheme.step(model, state, generator=g)
-            restored, _ = scheme.step(model, restored, generator=g_restored)
+        state, restored = check_scheme_round_trip(scheme, model, seed=2, steps_before=6, steps_after=9)
         assert restored.n_steps == state.n_steps == 15
-        for key, value in scheme.state_tensors(state).items():
-            assert torch.equal(value, scheme.state_tensors(restored)[key]), key
 
 
 def test_validation_errors():
