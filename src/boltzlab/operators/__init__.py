@@ -3,7 +3,7 @@
 ``get(name, **params)`` builds one by name: ``"gibbs"``, ``"flip"``, ``"mixture"``.
 """
 
-from boltzlab.operators.base import LayerwiseOperator, Operator, StepInfo, available, get, register
+from boltzlab.operators.base import LayerwiseOperator, Operator, StepInfo, available, get, register, resolve
 from boltzlab.operators.flip import FlipOperator
 from boltzlab.operators.gibbs import GibbsOperator
 from boltzlab.operators.hmc import HMCOperator
@@ -20,4 +20,5 @@ __all__ = [
     "available",
     "get",
     "register",
+    "resolve",
 ]

@@ -44,6 +44,7 @@ __all__ = [
     "available",
     "get",
     "register",
+    "resolve",
 ]
 
 
@@ -236,3 +237,22 @@ def get(name: str | Operator, **params: Any) -> Operator:
         return factory(**params)
     except TypeError as error:
         raise ValidationError(f"bad parameters for operator {name!r}: {error}") from None
+
+
+def resolve(operator: str | Operator, *, argument: str = "operator", **params: Any) -> Operator:
+    """``get(operator, **params)``, refusing anything that cannot move chains.
+
+    The one check every sampler, trainer and estimator applies at its public door: a name
+    is looked up in the registry; an object passes through only if it has a ``step`` method.
+
+    >>> from boltzlab import operators
+    >>> operators.resolve("gibbs")
+    GibbsOperator()
+    """
+    transition = get(operator, **params)
+    if not callable(getattr(transition, "step", None)):
+        raise ValidationError(
+            f"{argument} must be an operator name ({', '.join(available())}) or an object with a "
+            f"step() method, got {type(operator).__name__}"
+        )
+    return transition
