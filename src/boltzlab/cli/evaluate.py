@@ -53,7 +53,7 @@ from boltzlab.cli.logz import (
 )
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.evaluation.likelihood import log_unnormalized
+from boltzlab.estimators.likelihood import log_unnormalized
 from boltzlab.experiments.accuracy import matched_options
 from boltzlab.models.dbm import DBM
 

@@ -16,7 +16,7 @@ from boltzlab.evaluation.diagnostics import (
     slem_study,
     steps_to_first_change,
 )
-from boltzlab.evaluation.likelihood import log_likelihood, log_unnormalized
+from boltzlab.estimators.likelihood import log_likelihood, log_unnormalized
 from boltzlab.evaluation.transition import (
     group_transition_matrix,
     is_primitive,

@@ -46,7 +46,7 @@ from torch import Tensor
 
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.registry import estimate_log_z
-from boltzlab.evaluation.likelihood import log_likelihood
+from boltzlab.estimators.likelihood import log_likelihood
 from boltzlab.models.dbm import DBM
 from boltzlab.models.gaussian_rbm import GaussianRBM
 from boltzlab.models.mean_field import variational_lower_bound

@@ -42,7 +42,7 @@ from torch import Tensor
 from boltzlab.data.registry import Dataset
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.registry import estimate_log_z
-from boltzlab.evaluation.likelihood import log_likelihood
+from boltzlab.estimators.likelihood import log_likelihood
 from boltzlab.models.rbm import RBM
 from boltzlab.operators import get as get_operator
 from boltzlab.rng import make_generator

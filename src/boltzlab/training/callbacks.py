@@ -21,7 +21,7 @@ from torch import Tensor
 
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.exact import exact_log_z
-from boltzlab.evaluation.likelihood import log_likelihood
+from boltzlab.estimators.likelihood import log_likelihood
 from boltzlab.io import Checkpoint, save_checkpoint, write_atomic
 from boltzlab.training.state import (
     TrainConfig,

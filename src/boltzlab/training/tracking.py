@@ -96,7 +96,7 @@ from boltzlab.estimators.tempered_samples import (
     level_log_probabilities,
     resolve_log_prior,
 )
-from boltzlab.evaluation.likelihood import log_likelihood
+from boltzlab.estimators.likelihood import log_likelihood
 from boltzlab.models.base import MarginalTerms
 from boltzlab.operators.base import Operator
 from boltzlab.tempering import ladders
