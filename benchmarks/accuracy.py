@@ -1,8 +1,8 @@
 """Accuracy of the log Z estimators at matched cost: the three benchmarks of issue 4 in one go.
 
-A thin wrapper over ``boltzlab reproduce rts-vs-ais | estimators-vs-k | varopt``
-(:mod:`boltzlab.cli.reproduce_estimators`, computations in
-:mod:`boltzlab.experiments.accuracy`), sharing one cache of trained 784×20 RBMs:
+A thin wrapper over ``boltzlab reproduce rts-vs-ais | estimators-vs-k | varopt`` (the
+commands and computations are :mod:`boltzlab_experiments.accuracy`, installed from
+``experiments/`` by ``make install``), sharing one cache of trained 784×20 RBMs:
 
 * ``rts-vs-ais`` — Carlson et al. (2016), Fig. 3: bias and RMSE of RTS (K = 100), AIS and
   RAISE against Gibbs sweeps per chain, 100 chains, against the exact log Z;

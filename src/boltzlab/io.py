@@ -7,12 +7,12 @@ safetensors library, and any failure becomes one :class:`~boltzlab.errors.ModelF
 line naming the file, the problem and the fix.
 
 Every write goes to a temporary file in the same directory, is fsynced, and is renamed over
-the target, so a killed run never leaves a half-written file (DESIGN.md, "Files").
+the target, so a killed run never leaves a half-written file (docs/architecture.md, "Files").
 
 A model file holds the tensors its kind lists in :data:`MODEL_KINDS` and the metadata
 ``format="boltzlab-model"``, ``format_version``, ``kind``, ``shapes`` (JSON), ``dtype``,
 ``base_fitted`` and ``metadata`` (JSON: the model's own metadata, e.g. a training config).
-A new model kind is one :class:`ModelKind` entry in :data:`MODEL_KINDS`.
+A new model kind is one :func:`register_model_kind` call in the model's own module.
 """
 
 from __future__ import annotations
@@ -32,9 +32,6 @@ from safetensors.torch import save as safetensors_save
 from torch import Tensor, nn
 
 from boltzlab.errors import ModelFileError, ValidationError
-from boltzlab.models.dbm import DBM
-from boltzlab.models.gaussian_rbm import GaussianRBM
-from boltzlab.models.rbm import RBM
 
 __all__ = [
     "MODEL_FORMAT",
@@ -44,6 +41,7 @@ __all__ = [
     "ModelKind",
     "load_checkpoint",
     "load_model",
+    "register_model_kind",
     "save_checkpoint",
     "save_model",
     "write_atomic",
@@ -417,158 +415,19 @@ class ModelKind:
     build: Callable[..., Any]
 
 
-def _attribute_tensors(*names: str) -> Callable[[Any], dict[str, Tensor]]:
-    """A kind's ``tensors(model)``: the model's attributes ``names``, by name."""
-
-    def tensors(model: Any) -> dict[str, Tensor]:
-        return {name: getattr(model, name) for name in names}
-
-    return tensors
+# Filled by each model module when it is imported (``import boltzlab`` imports them all),
+# so a new model kind is one call in its own module and io never imports a model.
+MODEL_KINDS: dict[str, ModelKind] = {}
 
 
-def _copy_buffers(
-    model: nn.Module,
-    tensors: dict[str, Tensor],
-    names: tuple[str, ...],
-    *,
-    dtype: torch.dtype,
-    device: torch.device,
-) -> None:
-    """Copy the buffers ``names`` from the file's tensors into ``model``.
+def register_model_kind(kind: ModelKind) -> ModelKind:
+    """File ``kind`` so :func:`save_model` writes its models and :func:`load_model` reads them.
 
-    Copied, not rebuilt (log σ from σ, say), so the round trip is bit-exact.
+    Called by each model module at import time, e.g. ``models/rbm.py`` registers ``"rbm"``.
+    Registering a name twice replaces the entry (a reloaded module keeps working).
     """
-    with torch.no_grad():
-        for name in names:
-            getattr(model, name).copy_(tensors[name].to(device=device, dtype=dtype))
-
-
-def _bipartite_model(
-    model_class: type[Any],
-    tensors: dict[str, Tensor],
-    buffers: tuple[str, ...],
-    *,
-    dtype: torch.dtype,
-    device: torch.device,
-) -> Any:
-    """An RBM or Gaussian-binary RBM from its weights and biases, then its ``buffers`` copied in."""
-    model = model_class(
-        weights=tensors["weights"],
-        visible_bias=tensors["visible_bias"],
-        hidden_bias=tensors["hidden_bias"],
-        dtype=dtype,
-        device=device,
-    )
-    _copy_buffers(model, tensors, buffers, dtype=dtype, device=device)
-    return model
-
-
-_RBM_BUFFERS = ("base_logits",)
-_GAUSSIAN_RBM_BUFFERS = ("log_std", "base_mean", "base_std")
-
-
-def _rbm_expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
-    weights = shapes.get("weights")
-    if weights is None:
-        raise ValueError("tensor 'weights' is missing")
-    if len(weights) != 2 or min(weights) < 1:
-        raise ValueError(
-            f"tensor 'weights' has shape {weights}, expected (n_visible, n_hidden), both positive"
-        )
-    n_visible, n_hidden = weights
-    return {
-        "weights": (n_visible, n_hidden),
-        "visible_bias": (n_visible,),
-        "hidden_bias": (n_hidden,),
-        "base_logits": (n_visible,),
-    }
-
-
-def _rbm_build(tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.device) -> RBM:
-    return _bipartite_model(RBM, tensors, _RBM_BUFFERS, dtype=dtype, device=device)
-
-
-def _dbm_tensors(model: DBM) -> dict[str, Tensor]:
-    tensors = {f"weights.{index}": matrix for index, matrix in enumerate(model.weights)}
-    tensors.update({f"biases.{index}": vector for index, vector in enumerate(model.biases)})
-    tensors["base_logits"] = model.base_logits
-    return tensors
-
-
-def _dbm_expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
-    # The number of layers is read from the file: weights.0, weights.1, ... up to the first
-    # gap (a later stray weights.k is then reported as unexpected by the caller).
-    n_weights = 0
-    while f"weights.{n_weights}" in shapes:
-        shape = shapes[f"weights.{n_weights}"]
-        if len(shape) != 2 or min(shape) < 1:
-            raise ValueError(
-                f"tensor 'weights.{n_weights}' has shape {shape}, expected "
-                f"(n_{n_weights}, n_{n_weights + 1}), both positive"
-            )
-        n_weights += 1
-    if n_weights < 2:
-        raise ValueError(
-            f"a DBM needs tensors 'weights.0' and 'weights.1' (L >= 2 hidden layers), found {n_weights}"
-        )
-    sizes = [shapes["weights.0"][0], *(shapes[f"weights.{index}"][1] for index in range(n_weights))]
-    expected = {f"weights.{index}": (sizes[index], sizes[index + 1]) for index in range(n_weights)}
-    expected.update({f"biases.{index}": (size,) for index, size in enumerate(sizes)})
-    expected["base_logits"] = (sizes[0],)
-    return expected
-
-
-def _dbm_build(tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.device) -> DBM:
-    n_weights = sum(name.startswith("weights.") for name in tensors)
-    model = DBM(
-        weights=[tensors[f"weights.{index}"] for index in range(n_weights)],
-        biases=[tensors[f"biases.{index}"] for index in range(n_weights + 1)],
-        dtype=dtype,
-        device=device,
-    )
-    _copy_buffers(model, tensors, ("base_logits",), dtype=dtype, device=device)
-    return model
-
-
-def _gaussian_rbm_expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
-    expected = _rbm_expected_shapes(shapes)
-    del expected["base_logits"]
-    n_visible = expected["visible_bias"]
-    expected.update({"log_std": n_visible, "base_mean": n_visible, "base_std": n_visible})
-    return expected
-
-
-def _gaussian_rbm_build(
-    tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.device
-) -> GaussianRBM:
-    if not bool((tensors["base_std"] > 0).all()):
-        raise ValidationError("tensor 'base_std' must be positive in every unit")
-    return _bipartite_model(GaussianRBM, tensors, _GAUSSIAN_RBM_BUFFERS, dtype=dtype, device=device)
-
-
-MODEL_KINDS: dict[str, ModelKind] = {
-    "rbm": ModelKind(
-        name="rbm",
-        model_class=RBM,
-        tensors=_attribute_tensors("weights", "visible_bias", "hidden_bias", *_RBM_BUFFERS),
-        expected_shapes=_rbm_expected_shapes,
-        build=_rbm_build,
-    ),
-    "dbm": ModelKind(
-        name="dbm",
-        model_class=DBM,
-        tensors=_dbm_tensors,
-        expected_shapes=_dbm_expected_shapes,
-        build=_dbm_build,
-    ),
-    "gaussian-rbm": ModelKind(
-        name="gaussian-rbm",
-        model_class=GaussianRBM,
-        tensors=_attribute_tensors("weights", "visible_bias", "hidden_bias", *_GAUSSIAN_RBM_BUFFERS),
-        expected_shapes=_gaussian_rbm_expected_shapes,
-        build=_gaussian_rbm_build,
-    ),
-}
+    MODEL_KINDS[kind.name] = kind
+    return kind
 
 
 # ---------------------------------------------------------------------------- model files

@@ -22,6 +22,7 @@ from boltzlab.models.base import TemperedModel
 from boltzlab.operators.base import Operator, StepInfo
 from boltzlab.registry import Registry
 from boltzlab.rng import resolve_generator
+from boltzlab.tempering.registry import get_scheme_factory, register_scheme, schemes
 from boltzlab.validation import as_model_data, check_positive_int
 
 __all__ = [
@@ -95,8 +96,8 @@ def register_sampler(name: str) -> Callable[[SamplerFunction], SamplerFunction]:
 
 
 def samplers() -> tuple[str, ...]:
-    """Names accepted by :func:`sample`."""
-    return _SAMPLERS.names()
+    """Names accepted by :func:`sample`: the plain sampler and every registered tempering scheme."""
+    return tuple(sorted({*_SAMPLERS.names(), *schemes()}))
 
 
 def initial_chains(
@@ -186,29 +187,13 @@ class SchemeInfo:
     final_state: Any = field(repr=False)
 
 
-SchemeFactory = Callable[..., Any]
-_SCHEMES: Registry[SchemeFactory] = Registry("tempering scheme")
-
-
-def register_scheme(name: str) -> Callable[[SchemeFactory], SchemeFactory]:
-    """Decorator for ``factory(operator, **options) -> TemperingScheme``: makes the scheme a
-    sampler, ``sample(model, sampler=name, operator=..., **options)``."""
-
-    def decorate(factory: SchemeFactory) -> SchemeFactory:
-        _SCHEMES.add(name, factory)
-        _SAMPLERS.add(name, _scheme_sampler(name))
-        return factory
-
-    return decorate
-
-
 def make_scheme(name: str, operator: str | Operator = "gibbs", **options: Any) -> Any:
     """The registered tempering scheme ``name`` around ``operator``, built with ``options``.
 
     For callers that own the loop (``scheme.init`` / ``scheme.step``) instead of collecting a
     :class:`SampleResult`, e.g. to stream statistics without keeping every state.
     """
-    factory = _SCHEMES.get(name)
+    factory = get_scheme_factory(name)
     try:
         return factory(operator_registry.get(operator), **options)
     except TypeError as error:
@@ -275,7 +260,7 @@ def _scheme_sampler(name: str) -> SamplerFunction:
     ) -> SampleResult:
         run_options = {key: options.pop(key) for key in _RUN_OPTIONS if key in options}
         try:
-            scheme = _SCHEMES.get(name)(operator, **options)
+            scheme = get_scheme_factory(name)(operator, **options)
         except TypeError as error:
             raise ValidationError(f"bad options for sampler {name!r}: {error}") from None
         return run_scheme(
@@ -326,17 +311,18 @@ def sample(
     >>> tuple(result.samples.shape)
     (2, 13, 7)
     """
-    sampler_function = _SAMPLERS.get(sampler)
+    if sampler not in samplers():
+        raise ValidationError(f"unknown sampler {sampler!r}; known: {', '.join(samplers())}")
     n_chains = check_positive_int(n_chains, "n_chains")
     n_sweeps = check_positive_int(n_sweeps, "n_sweeps")
     generator = resolve_generator(generator, model.device)
     op = operator_registry.get(operator, **(operator_params or {}))
-    if sampler in _SCHEMES:
+    if sampler in schemes():
         if not (isinstance(init, str) and init == "base"):
             raise ValidationError(
                 f"sampler {sampler!r} starts its own chains from the base; init= is for 'plain'"
             )
-        return sampler_function(
+        return _scheme_sampler(sampler)(
             model,
             operator=op,
             chains=None,
@@ -346,6 +332,6 @@ def sample(
             **options,
         )
     chains = initial_chains(model, n_chains, init=init, generator=generator)
-    return sampler_function(
+    return _SAMPLERS.get(sampler)(
         model, operator=op, chains=chains, n_sweeps=n_sweeps, generator=generator, **options
     )

@@ -1,12 +1,11 @@
-"""``boltzlab logz`` for every method, ``boltzlab evaluate``, and the accuracy ``reproduce`` commands.
+"""``boltzlab logz`` for every method and ``boltzlab evaluate``.
 
 Properties checked: ``logz --method m`` lands within 4 of its own standard errors of the
 exact log Z on a tiny model for every sampling method (exact prints the library's value);
 RAISE without ``--data`` and a flag that means nothing to the chosen method each fail in one
 ``error:`` line; ``evaluate`` prints one table row per method, log-likelihoods consistent with
-its log Z, and the AIS/RAISE sandwich; and ``reproduce rts-vs-ais | estimators-vs-k |
-varopt --tiny`` each write their tables, PNG and a ``summary.md`` whose verdict matches the
-finding computed from the numbers.
+its log Z, and the AIS/RAISE sandwich. The accuracy ``reproduce`` commands are tested with the
+reproductions (experiments/tests/accuracy).
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from boltzlab.estimators.exact import exact_log_z
 
 N_VISIBLE, N_HIDDEN = 7, 3
 LOG_Z_LINE = re.compile(r"log Z = (-?[0-9.]+) ± ([0-9.]+)")
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 # Small budgets per method: seconds on one thread, error bars of a few hundredths of a nat.
 METHOD_FLAGS = {
@@ -187,53 +185,3 @@ def test_evaluate_unknown_method_is_one_line(fitted_model_file: tuple[Path, floa
     assert_one_line_error(
         invoke("evaluate", fitted_model_file[0], "--data", data_file, "--methods", "ais,nope"), "nope"
     )
-
-
-@pytest.fixture(scope="module")
-def benchmark_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 16-variable dataset for the tiny accuracy benchmarks (4 hidden units each)."""
-    generator = np.random.default_rng(1)
-    path = tmp_path_factory.mktemp("bench") / "bench.npz"
-    marginals = np.linspace(0.1, 0.6, 16)
-    np.savez(
-        path,
-        x_train=(generator.random((120, 16)) < marginals).astype(np.uint8),
-        x_test=(generator.random((20, 16)) < marginals).astype(np.uint8),
-    )
-    return path
-
-
-@pytest.mark.parametrize(
-    ("command", "files"),
-    [
-        ("rts-vs-ais", ["rts-vs-ais.png", "rts-vs-ais.csv", "rts-vs-ais-statistics.csv", "rts-vs-ais.md"]),
-        ("estimators-vs-k", ["estimators-vs-k.png", "estimators-vs-k.csv", "estimators-vs-k.md"]),
-        ("varopt", ["varopt.png", "varopt.csv", "varopt.md"]),
-    ],
-)
-def test_reproduce_tiny_writes_tables_plot_and_summary(
-    command: str, files: list[str], benchmark_data: Path, tmp_path: Path
-) -> None:
-    out = tmp_path / command
-    models = tmp_path / "models"
-    result = invoke(
-        "reproduce", command, "--tiny", "--dataset", benchmark_data, "--out", out, "--model-dir", models
-    )
-    assert result.exit_code == 0, result.output
-    for name in files:
-        assert (out / name).stat().st_size > 0, name
-    assert (out / files[0]).read_bytes()[:8] == PNG_MAGIC
-    summary = (out / "summary.md").read_text()
-    verdict = re.search(r"verdict: .*\? (Yes|No|Not decided|Mixed) \((\w+)\)", result.stdout)
-    assert verdict is not None, result.stdout
-    words, key = verdict.groups()
-    assert {"confirmed": "Yes", "contradicted": "No", "inconclusive": "Not decided", "mixed": "Mixed"}[
-        key
-    ] == words
-    assert f"{words} ({key})" in summary
-    assert "## Runtime" in summary
-    # A second run reuses the cached models instead of training them again.
-    again = invoke(
-        "reproduce", command, "--tiny", "--dataset", benchmark_data, "--out", out, "--model-dir", models
-    )
-    assert again.exit_code == 0 and "training the" not in again.stderr

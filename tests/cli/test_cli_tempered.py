@@ -266,7 +266,7 @@ def test_ladder_flags_map_to_each_sampler() -> None:
 
 
 def test_temperature_figure_refuses_other_summaries() -> None:
-    from boltzlab.plotting.experiments import tempered_sampler_figure
+    from boltzlab.plotting.tempering import tempered_sampler_figure
 
     with pytest.raises(ValidationError, match="summary must be the summary of a pt, st, ast, cast or tt run"):
         tempered_sampler_figure(object())

@@ -165,7 +165,7 @@ def test_not_found_says_where_it_looked_and_how_to_get_the_data(tmp_path, no_dat
     message = str(caught.value)
     assert str(tmp_path / "missing") in message and str(tmp_path / "standard" / "fashion-mnist") in message
     assert "apt-get install dataset-fashion-mnist" in message and "BOLTZLAB_DATA is not set" in message
-    assert "shared/data/README.md" in message
+    assert "docs/data.md" in message
 
 
 def test_incomplete_and_malformed_idx_sets_are_reported(tmp_path, no_data_environment):

@@ -1,4 +1,4 @@
-"""VAROPT, GMS13 and deceleration (ALGORITHMS.md §5.3–5.4): the closed-form optimum on an
+"""VAROPT, GMS13 and deceleration (docs/algorithms.md §5.3–5.4): the closed-form optimum on an
 analytic Gaussian family, the pilot's g against enumeration, VAROPT's variance advantage under
 perfect transitions, the deceleration invariants, and AIS runs with the new schedules."""
 

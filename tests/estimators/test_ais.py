@@ -102,7 +102,7 @@ def test_increment_is_accurate_for_extreme_preactivations(n_summed):
     # The closed form for Σ_j softplus(β'a_j) − softplus(βa_j) against logaddexp(0, x) in
     # float64, for huge, tiny and zero inputs, the first step from β = 0, a full step 0 → 1,
     # and more units than one product of ratios may hold (2,500 > 1,000: 2^-2500 underflows).
-    from boltzlab.estimators.ais import _add_log_f_increment_
+    from boltzlab.estimators.annealing import add_log_f_increment_
     from boltzlab.models.base import MarginalTerms
 
     g = torch.Generator().manual_seed(0)
@@ -122,7 +122,7 @@ def test_increment_is_accurate_for_extreme_preactivations(n_summed):
             - torch.logaddexp(zero, beta_from * a).sum(1)
         )
         log_weights = torch.zeros(50, dtype=torch.float64)
-        _add_log_f_increment_(log_weights, terms, beta_from, beta_to)
+        add_log_f_increment_(log_weights, terms, beta_from, beta_to)
         # float64 rounding of the reference's two large sums bounds the comparison
         scale = 1e-15 * (1 + (beta_to * a).abs().sum(1) + n_summed)
         assert bool(((log_weights - expected).abs() <= 4 * scale).all()), (beta_from, beta_to)
@@ -252,7 +252,7 @@ def test_warns_once_when_the_base_was_never_fitted():
         ({"schedule": [0.0, 1.0], "n_temperatures": 10}, "n_temperatures=10"),
         ({"n_temperatures": 0}, "n_temperatures must be a positive integer"),
         ({"operator": "metropolis"}, "unknown operator 'metropolis'"),
-        ({"operator": 3}, "operator must be a name or an object with a step"),
+        ({"operator": 3}, "operator must be an operator name .* or an object with a step"),
         ({"n_sweeps": 10}, "unknown AIS option"),
     ],
 )

@@ -1,4 +1,4 @@
-"""Per-example AIS for the true log p(v) of a DBM, against enumeration (ALGORITHMS.md §4.1).
+"""Per-example AIS for the true log p(v) of a DBM, against enumeration (docs/algorithms.md §4.1).
 
 Properties checked, on enumerable DBMs with two and three hidden layers (5-3-4, 4-3-2-3):
 * the estimate of each example is within 4 of its standard errors of the exact ``log p(v)``,

@@ -1,7 +1,7 @@
 """RAISE is unbiased for the annealed model's p_ann(v) (checked against p_0·T_1⋯T_K built from
 exact matrices, for Gibbs and flip), p_ann tends to p as K grows, its log Z is biased upward so
 that AIS and RAISE sandwich the exact log Z, and the log Z agrees with enumeration within its
-own error bar when the schedule is long (ALGORITHMS.md §4.2, §7)."""
+own error bar when the schedule is long (docs/algorithms.md §4.2, §7)."""
 
 import dataclasses
 import itertools

@@ -3,7 +3,7 @@
 Properties checked:
 
 * On AR(1) processes, whose integrated autocorrelation time is exactly ``(1 + φ)/(1 − φ)``,
-  both estimators (Sokal's window and the AR fit) recover τ within 4 of their own standard
+  both estimators (Sokal's window and the AR fit) recover τ within MAX_Z of their own standard
   errors — for a strongly correlated (φ = 0.9), a white (φ = 0) and an anticorrelated
   (φ = −0.5, τ = 1/3) process, single series and batches of chains.
 * The reported standard errors match the seed-to-seed spread of the estimates (a χ² test on
@@ -38,8 +38,7 @@ from boltzlab.evaluation import (
     nearest_template,
     steps_to_first_change,
 )
-
-Z_TOLERANCE = 4.0
+from tolerances import FALSE_ALARM, MAX_Z
 
 
 def ar1(phi: float, n_steps: int, n_chains: int, *, seed: int) -> np.ndarray:
@@ -69,7 +68,7 @@ def test_ar1_tau_within_standard_errors(method: str, phi: float, n_steps: int, n
     assert estimate.method == method and estimate.reliable
     assert estimate.stderr > 0
     z = (estimate.tau - exact_tau(phi)) / estimate.stderr
-    assert abs(z) < Z_TOLERANCE, (estimate, exact_tau(phi))
+    assert abs(z) < MAX_Z, (estimate, exact_tau(phi))
 
 
 @pytest.mark.parametrize("method", ["sokal", "ar"])
@@ -84,10 +83,10 @@ def test_standard_error_matches_seed_to_seed_spread(method: str) -> None:
     taus = np.array([estimate.tau for estimate in estimates])
     stderr = float(np.mean([estimate.stderr for estimate in estimates]))
     spread = float(taus.std(ddof=1))
-    chi2_low, chi2_high = stats.chi2.ppf([1e-4, 1 - 1e-4], df=n_seeds - 1)
+    chi2_low, chi2_high = stats.chi2.ppf([FALSE_ALARM / 2, 1 - FALSE_ALARM / 2], df=n_seeds - 1)
     assert math.sqrt(chi2_low / (n_seeds - 1)) < spread / stderr < math.sqrt(chi2_high / (n_seeds - 1))
     z = (taus.mean() - exact_tau(phi)) / (spread / math.sqrt(n_seeds))
-    assert abs(z) < Z_TOLERANCE
+    assert abs(z) < MAX_Z
 
 
 def test_pooled_autocovariance_is_chain_average_of_direct_sum() -> None:

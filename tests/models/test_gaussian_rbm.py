@@ -397,7 +397,7 @@ def test_model_term_is_the_gradient_of_log_z():
 def test_write_gradient_is_model_minus_data(learn_std):
     model = random_gaussian_rbm(4, 3, seed=19, learn_std=learn_std)
     g = torch.Generator().manual_seed(11)
-    objective = model.training_objective()
+    objective = bl.training.objective_for(model)
     positive = objective.positive(model, torch.randn(6, 4, generator=g, dtype=torch.float64))
     negative = objective.negative(model, exact_samples(model, 9, 1.0, g))
     objective.write_gradient_(model, positive, negative)

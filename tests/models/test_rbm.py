@@ -57,7 +57,7 @@ def test_free_energy_at_one_is_the_textbook_formula():
 
 
 def test_tempered_model_is_an_rbm_with_scaled_parameters():
-    # At β the conditionals are those of RBM(βW, βb + (1−β)b^A, βc) (ALGORITHMS §1.3).
+    # At β the conditionals are those of RBM(βW, βb + (1−β)b^A, βc) (docs/algorithms.md §1.3).
     model = random_rbm(7, 3, seed=8, base_rate=True)
     beta = 0.3
     scaled = bl.RBM(

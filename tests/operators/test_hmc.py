@@ -3,7 +3,7 @@ every tempered distribution invariant, at per-chain β, alone and inside temperi
 
 Invariance is checked the direct way: chains start from exact samples of p_β, take a few HMC
 steps, and must still be exact samples — compared with exact values (Gaussian) or with an
-independent exact sample (mixture) by z-scores (|z| < 4) of several statistics.
+independent exact sample (mixture) by z-scores (|z| < MAX_Z) of several statistics.
 """
 
 import itertools
@@ -17,8 +17,7 @@ from boltzlab.errors import ValidationError
 from boltzlab.models import GaussianMixtureFamily
 from boltzlab.operators.hmc import HMCInfo, HMCOperator, PhasePoint, gradient_log_f, leapfrog
 from boltzlab.tempering import ladders
-
-MAX_Z = 4.0
+from tolerances import MAX_Z
 
 
 def hamiltonian(model, point: PhasePoint, beta: torch.Tensor) -> torch.Tensor:

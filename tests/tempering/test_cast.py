@@ -1,29 +1,108 @@
-"""CAST (ALGORITHMS.md §3.4): exchange semantics, exact invariance of the coupled kernel,
+"""CAST (docs/algorithms.md §3.4): exact invariance of the coupled kernel, exchange semantics,
 slow chains against enumeration, equal cost to two plain chains, reproducibility,
-checkpoints and validation."""
+checkpoints and validation.
+
+With γ = 0, exact weights and the swap refresh and exchange, a CAST step is exact on
+``(k, x, y, s)`` — the fast chain's level and state, its stored β = 1 state and the slow
+chain's state — for the target ``q(k, x)·p_1(y)·p_1(s)``: the fast chain's moves are
+:func:`harness.simulated_tempering_kernel`'s, the slow chain is swept at β = 1, and every
+``lag`` steps ``y ↔ s`` are exchanged. :func:`harness.check_scheme_exact` checks it.
+"""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-# Shared exact-kernel and statistics helpers; pytest puts this directory on sys.path.
-from test_simulated import (
-    exact_log_weights,
-    joint_target,
-    multimodal_rbm,
-    st_kernel,
-    total_variation,
-    tv_threshold,
-    visible_probabilities,
-)
-
 import boltzlab as bl
 from boltzlab.errors import ValidationError
-from boltzlab.estimators import joint_log_probabilities
-from boltzlab.evaluation import transition_matrix
 from boltzlab.tempering import CAST, ladders
-from harness import check_scheme_round_trip, random_rbm
+from harness import (
+    ExactKernel,
+    Move,
+    SchemeCase,
+    apply_moves,
+    assert_exact_samples,
+    check_scheme_exact,
+    check_scheme_round_trip,
+    ladder_log_z,
+    locate_simulated_tempering,
+    multimodal_rbm,
+    place_simulated_tempering,
+    random_rbm,
+    scheme_cases,
+    simulated_tempering_kernel,
+    state_codes,
+)
+from tolerances import INVARIANCE_ATOL
+
+# (k, x, y, s) has K·S³ states: 3-unit models keep it below 2,000.
+CASES = [
+    *scheme_cases(shapes=((2, 1), (1, 2))),
+    *scheme_cases(shapes=((1, 1, 1),), ladders=((0.0, 0.5, 1.0),)),
+]
+
+
+# ---------------------------------------------------------------------------- exact kernel
+def exchange_move(case: SchemeCase, exchange: str) -> Move:
+    """The lag exchange on (stored y, slow s): ``(y, s) → (s, y)`` ("swap") or ``(y, y)`` ("copy")."""
+    n = case.n_states
+    stored, slow = torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij")
+    destination = slow * n + stored if exchange == "swap" else stored * n + stored
+    matrix = torch.zeros(n * n, n * n, dtype=torch.float64)
+    matrix[torch.arange(n * n), destination.reshape(-1)] = 1.0
+    return Move(matrix, (2, 3))
+
+
+def cast_exact(operator, case: SchemeCase) -> ExactKernel:
+    """Two steps with ``lag = 2``: fast level move, sweep of fast and slow chains, store
+    refresh; the second step ends with the exchange."""
+    fast = simulated_tempering_kernel(operator, case, case.log_z())
+    slow = Move(case.sweep(operator, case.n_levels - 1), (3,))
+    exchange = exchange_move(case, "swap")
+    plain = (*fast.steps[0], slow)
+    p1 = case.p(-1)
+    return ExactKernel(
+        sizes=(*fast.sizes, case.n_states),
+        target=torch.outer(fast.target, p1).reshape(-1),
+        steps=(plain, (*plain, exchange)),
+        reversible=(*fast.reversible, exchange),
+    )
+
+
+def place(state, case: SchemeCase, index: int):
+    fast_index, slow_code = divmod(index, case.n_states)
+    slow = bl.Chains(layers=case.states(slow_code, state.slow.n_chains), beta=state.slow.beta)
+    return type(state)(
+        slow=slow,
+        fast=place_simulated_tempering(state.fast, case, fast_index),
+        n_steps=state.n_steps,
+        n_exchanges=state.n_exchanges,
+    )
+
+
+def locate(state, case: SchemeCase) -> torch.Tensor:
+    return locate_simulated_tempering(state.fast, case) * case.n_states + state_codes(state.slow.layers)
+
+
+def test_coupled_kernel_is_exact_and_the_sampler_follows_it():
+    check_scheme_exact(
+        lambda operator, case: CAST(operator, case.betas, lag=2, gamma=0.0, log_weights=case.log_z()),
+        cast_exact,
+        place=place,
+        locate=locate,
+        cases=CASES,
+    )
+
+
+def test_copy_exchange_keeps_the_slow_marginal_but_not_the_product():
+    # Copying the stored state into the slow chain gives it an exact p_1 draw, but the slow
+    # chain and the store are then one state, not two independent ones.
+    case = CASES[3]
+    kernel = cast_exact(bl.operators.get("flip"), case)
+    copied = apply_moves(kernel.target, [exchange_move(case, "copy")], kernel.sizes).view(kernel.sizes)
+    assert (copied.sum((0, 1, 2)) - case.p(-1)).abs().max().item() < INVARIANCE_ATOL
+    assert (copied.reshape(-1) - kernel.target).abs().max().item() > 1e-3
 
 
 def rows(chains: bl.Chains) -> list[tuple[float, ...]]:
@@ -63,42 +142,13 @@ def test_exchange_semantics(exchange):
     assert bool((after.slow.beta == 1).all()) and bool((after.fast.last_target.beta == 1).all())
 
 
-def test_coupled_kernel_is_exactly_invariant():
-    """Exact law over (slow x_s, fast (k, x), stored y) of a 2x2 RBM with K = 3, γ = 0, exact
-    weights: p_1 ⊗ q ⊗ p_1 is invariant under a step and under the swap exchange; the copy
-    exchange keeps the slow marginal exact but not the product."""
-    model = random_rbm(2, 2, scale=3.0, seed=5)
-    operator = bl.operators.get("flip")
-    betas = torch.tensor([0.0, 0.5, 1.0], dtype=torch.float64)
-    log_weights = exact_log_weights(model, betas)
-    fast = st_kernel(model, operator, betas, log_weights, "metropolis")  # (K·S, K·S)
-    slow = transition_matrix(model, operator, beta=1.0)  # (S, S)
-    p1 = joint_log_probabilities(model, 1.0).exp()
-    q = joint_target(model, betas, log_weights)
-    n_states = p1.numel()
-    product = p1[:, None, None] * q[None, :, None] * p1[None, None, :]
-
-    stepped = torch.einsum("abc,ad,be->dec", product, slow, fast)
-    top = slice(2 * n_states, 3 * n_states)
-    refreshed = stepped.clone()
-    refreshed[:, top, :] = stepped[:, top, :].transpose(1, 2)  # swap refresh at the top level
-    assert (refreshed - product).abs().max().item() < 1e-12
-
-    swapped = product.transpose(0, 2)
-    assert (swapped - product).abs().max().item() < 1e-15
-    copied = torch.diag_embed(product.sum(0)).permute(2, 0, 1)  # slow <- stored, stored kept
-    assert (copied.sum((1, 2)) - p1).abs().max().item() < 1e-12
-    assert (copied - product).abs().max().item() > 1e-3
-
-
 def test_slow_chains_match_exact_distribution():
     """γ = 0, exact weights, lag 2 on the multimodal 14-unit RBM: the slow chains' β = 1
-    states match p (TV bound from the sample size, δ = 1e-4); independent chains, one
+    states match p (TV bound from the sample size, δ = FALSE_ALARM); independent chains, one
     snapshot each after burn-in."""
     model = multimodal_rbm()
-    p = visible_probabilities(model)
     ladder = ladders.uniform(6)
-    log_weights = exact_log_weights(model, ladder.betas.to(model.dtype).to(torch.float64))
+    log_weights = ladder_log_z(model, ladder.betas)
     n_chains = 5000
     result = bl.sample(
         model,
@@ -113,11 +163,10 @@ def test_slow_chains_match_exact_distribution():
         gamma=0.0,
         lag=2,
     )
-    distance = total_variation(result.chains.visible, p)
-    assert distance < tv_threshold(p, n_chains), f"TV {distance:.4f} >= {tv_threshold(p, n_chains):.4f}"
+    assert_exact_samples(model, (result.chains.visible,), label="slow chains")
     final = result.info.final_state
     assert final.n_exchanges == 250
-    assert total_variation(final.fast.last_target.visible, p) < tv_threshold(p, n_chains)
+    assert_exact_samples(model, (final.fast.last_target.visible,), label="stored beta = 1 states")
 
 
 class CountingOperator:

@@ -1,4 +1,4 @@
-"""DBM learning (ALGORITHMS.md §3.1–3.4): the mean-field objective, SAP/FPCD/AST/CAST, pretraining.
+"""DBM learning (docs/algorithms.md §3.1–3.4): the mean-field objective, SAP/FPCD/AST/CAST, pretraining.
 
 Properties checked:
 * the data term is the gradient of ``E_Q[−E]`` with the mean-field means held fixed (autograd,

@@ -1,4 +1,4 @@
-"""FPCD (Tieleman & Hinton 2009; ALGORITHMS.md §3.2): fast parameters, PCD as a special case.
+"""FPCD (Tieleman & Hinton 2009; docs/algorithms.md §3.2): fast parameters, PCD as a special case.
 
 Properties checked:
 * with ``fast_learning_rate = 0`` FPCD is PCD bit for bit under the same seed (every operator,

@@ -1,4 +1,4 @@
-"""Learning with tempered negative phases (ALGORITHMS.md §3.2–3.4): FPCD, PT, adaptive ST,
+"""Learning with tempered negative phases (docs/algorithms.md §3.2–3.4): FPCD, PT, adaptive ST,
 CAST and Trans-SAP, with every operator.
 
 Properties checked:

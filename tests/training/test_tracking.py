@@ -314,7 +314,7 @@ def test_an_update_without_beta_one_states_reuses_the_last_ones() -> None:
 
 
 def test_the_papers_literal_alternatives_update_only_the_target_level() -> None:
-    # ALGORITHMS-OPEN item 10: the update written for Ẑ_K alone, ĉ from the last sweep only.
+    # docs/open-questions.md item 10: the update written for Ẑ_K alone, ĉ from the last sweep only.
     model = harness.random_rbm(4, 3, scale=1.0, seed=5, dtype=torch.float64, base_rate=True)
     phase = RTSTracking(
         operator=bl.operators.get("gibbs"),
@@ -475,53 +475,3 @@ def test_bad_settings_are_refused_by_name(settings: dict, message: str) -> None:
             n_updates=2,
             **settings,
         )
-
-
-# ------------------------------------------------------------------------------ experiment
-def test_tracking_experiment_pipeline_on_synthetic_data() -> None:
-    from boltzlab.data.registry import Dataset
-    from boltzlab.experiments.rts_tracking import RTSTrackingConfig, run_timing, run_tracking
-    from boltzlab.plotting.tracking import tracking_figure
-
-    dataset = Dataset(name="patterns", train=_patterns(60, 11), valid=_patterns(17, 11, seed=1))
-    config = RTSTrackingConfig.tiny()
-    result = run_tracking(config, dataset, seed=0)
-    assert result.tracked.updates.tolist() == list(range(0, config.n_updates + 1, config.track_every))
-    assert result.ais.updates.tolist() == list(range(0, config.n_updates + 1, config.ais_every))
-    difference, stderr = result.differences()
-    assert difference.shape == stderr.shape == result.expected_lag().shape == (result.ais.updates.numel(),)
-    # The tracked log-likelihood is mean log f(v) − tracked log Ẑ: the same model, another log Z.
-    shift = (
-        result.tracked.train_log_likelihood[:: config.ais_every // config.track_every]
-        - result.ais.train_log_likelihood
-    )
-    assert torch.allclose(shift, -difference, atol=1e-9)
-    timings = run_timing(config, dataset, seed=0)
-    assert all(min(values) > 0 for values in timings.cpu.values())
-    assert math.isfinite(timings.tracking_fraction) and math.isfinite(timings.overhead_vs_pcd)
-    figure = tracking_figure(result, timings)
-    assert len(figure.axes) == 2
-
-
-def test_reproduce_rts_tracking_writes_its_files(tmp_path: Path, shared_data: Path) -> None:
-    from click.testing import CliRunner
-
-    from boltzlab.cli.main import cli
-
-    out = tmp_path / "rts"
-    result = CliRunner().invoke(
-        cli,
-        [
-            "reproduce",
-            "rts-tracking",
-            "--tiny",
-            "--no-timing",
-            "--out",
-            str(out),
-            "--data-root",
-            str(shared_data),
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    assert {path.name for path in out.iterdir()} == {"tracking.png", "tracking.csv", "summary.md"}
-    assert "tracked − AIS" in (out / "summary.md").read_text()

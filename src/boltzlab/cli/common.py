@@ -1,6 +1,6 @@
 """Pieces every subcommand shares: common options, model loading, and how results are printed.
 
-Names become objects here and in the subcommand modules only (DESIGN.md, "Layout"): the
+Names become objects here and in the subcommand modules only (docs/architecture.md, "Layout"): the
 library is called with plain names and values, and it validates them, so a bad name is one
 readable line from the library's own message.
 """
@@ -125,7 +125,7 @@ def image_shape_of(model: nn.Module, given: tuple[int, int] | None = None) -> tu
 
 
 def report_written(paths: list[Path]) -> None:
-    """Say where every written file is (DESIGN.md: every command that writes says where)."""
+    """Say where every written file is (docs/architecture.md: every command that writes says where)."""
     for path in paths:
         click.echo(f"wrote {path}")
 

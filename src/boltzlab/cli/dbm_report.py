@@ -1,7 +1,7 @@
 """DBM rows for ``boltzlab evaluate``: the variational lower bound and per-example AIS log p(v).
 
 A DBM's ``log p(v)`` needs a sum over all hidden layers, so ``evaluate`` reports what the CAST
-paper reports (Salakhutdinov 2010, Table 1; ALGORITHMS.md §1.2): the mean-field lower bound
+paper reports (Salakhutdinov 2010, Table 1; docs/algorithms.md §1.2): the mean-field lower bound
 ``E_Q[−E(v, h)] + H(Q) − log Z`` per split, with ``log Z`` from any estimator, and optionally
 per-example AIS on a few cases (:mod:`boltzlab.estimators.dbm_likelihood`) to show how tight
 the bound is. :func:`dbm_bound_rows` and :func:`dbm_likelihood_rows` return

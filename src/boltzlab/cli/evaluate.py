@@ -7,7 +7,7 @@ Burda, Grosse & Salakhutdinov 2015; RTS and the other tempered estimators, Carls
 2016, have no fixed sign), the cost in chain-sweeps, the mean train and test log-likelihood
 ``mean log f(v) − log Ẑ`` that this log Z implies, and the wall-clock time. When both AIS and
 RAISE ran, a last line states their sandwich ``log Ẑ_AIS ≲ log Z ≲ log Ẑ_RAISE``
-(ALGORITHMS.md §7).
+(docs/algorithms.md §7).
 
 The pieces are functions of a model and a list of methods (:func:`evaluate_methods`,
 :func:`row_from_estimate`, :func:`format_rows`, :func:`sandwich_line`). A DBM's ``log p(v)``
@@ -52,9 +52,9 @@ from boltzlab.cli.logz import (
     run_quietly,
 )
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.result import LogZEstimate
+from boltzlab.estimators.budget import matched_options
 from boltzlab.estimators.likelihood import log_unnormalized
-from boltzlab.experiments.accuracy import matched_options
+from boltzlab.estimators.result import LogZEstimate
 from boltzlab.models.dbm import DBM
 
 __all__ = [
@@ -196,7 +196,7 @@ def evaluate_methods(
         Seed of every estimator (each gets the same seed).
     budget : int, optional
         Gibbs sweeps per chain for every sampling method
-        (:func:`boltzlab.experiments.accuracy.matched_options`: AIS/RAISE get that many
+        (:func:`boltzlab.estimators.budget.matched_options`: AIS/RAISE get that many
         temperatures); default: each estimator's own defaults.
     chains : int, optional
         Chains of AIS and the tempered methods, reverse chains per example of RAISE.

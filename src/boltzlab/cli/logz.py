@@ -6,7 +6,7 @@ and the tempered-sampling methods ``rts``, ``ts``, ``ti``, ``ti-rb`` and ``mbar`
 al. 2016 and the methods it compares with). The sampling options are passed only when
 given, so each estimator's own defaults apply otherwise; a flag that means nothing to the
 chosen method is refused in one line rather than ignored. AIS from a uniform base can miss by
-nats on a data-trained model (DESIGN.md, "Tempered family"): ``--data`` fits the base-rate
+nats on a data-trained model (docs/architecture.md, "Tempered family"): ``--data`` fits the base-rate
 base of a model file that has none, and supplies RAISE's held-out examples (its test split).
 
 The option handling here (:func:`estimator_options`, :func:`prepare_data`,

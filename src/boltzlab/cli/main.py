@@ -24,9 +24,6 @@ from boltzlab.cli import (
     info,
     logz,
     reproduce,
-    reproduce_cast,
-    reproduce_estimators,
-    reproduce_front_end,
     sample,
     train,
 )
@@ -151,12 +148,8 @@ cli.add_command(logz.logz)
 cli.add_command(evaluate.evaluate)
 cli.add_command(sample.sample)
 cli.add_command(info.info)
+# Its subcommands are plugins of the boltzlab-experiments package (boltzlab.cli.reproduce).
 cli.add_command(reproduce.reproduce)
-reproduce.reproduce.add_command(reproduce_cast.cast)
-reproduce.reproduce.add_command(reproduce_estimators.rts_vs_ais)
-reproduce.reproduce.add_command(reproduce_estimators.estimators_vs_k)
-reproduce.reproduce.add_command(reproduce_estimators.varopt)
-reproduce.reproduce.add_command(reproduce_front_end.front_end)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -180,7 +180,7 @@ def sample(model_path: Path, **options: Any) -> None:
     Tempered samplers also write OUT-STEM-temperatures.png: where their chains went on the ladder.
     """
     from boltzlab.plotting import chain_strip_figure, save_figure
-    from boltzlab.plotting.experiments import tempered_sampler_figure
+    from boltzlab.plotting.tempering import tempered_sampler_figure
 
     if options["keep_every"] > options["sweeps"]:
         raise ValidationError(

@@ -1,6 +1,6 @@
 """``boltzlab train``: train an RBM on a dataset and write a run directory.
 
-The run directory (DESIGN.md, "Command line") holds ``config.toml`` (the effective options,
+The run directory (docs/architecture.md, "Command line") holds ``config.toml`` (the effective options,
 written before training so even a killed run keeps it; feed it back with ``--config``),
 ``metrics.csv``, ``checkpoints/`` (the final checkpoint always, and every
 ``--checkpoint-every`` updates; ``--resume`` continues from the newest), ``model.safetensors``

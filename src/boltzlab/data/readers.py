@@ -14,7 +14,7 @@ Sources
 * svmlight/libsvm: T. Joachims, SVM-light; C.-C. Chang and C.-J. Lin, LIBSVM (2011). Read with
   :func:`sklearn.datasets.load_svmlight_file`.
 * ``.npz``: :func:`numpy.savez_compressed`, keys ``x_train``/``x_valid``/``x_test`` and
-  ``y_*`` as in the shared data folder's README.
+  ``y_*`` as in docs/data.md.
 """
 
 from __future__ import annotations

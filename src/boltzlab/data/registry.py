@@ -46,7 +46,7 @@ STANDARD_LOCATIONS: dict[str, tuple[Path, ...]] = {
     "mnist": (Path("~/.keras/datasets"),),
     "fashion-mnist": (Path("/usr/share/datasets/fashion-mnist"), Path("~/.keras/datasets/fashion-mnist")),
 }
-_README = "shared/data/README.md"
+_README = "docs/data.md"
 _HOW_TO_GET = {
     "mnist": (
         "put mnist.npz (keys x_train, y_train, x_test, y_test) or the four IDX files in a folder and "

@@ -1,8 +1,8 @@
 """Model-dependent annealing schedules for AIS: VAROPT, GMS13, and deceleration.
 
 **VAROPT** — Kiwaki (2015), "Variational optimization of annealing schedules",
-arXiv:1502.05313, re-derived in ALGORITHMS.md §5.4 (every equation of our copy was lost;
-ALGORITHMS-OPEN items 1–4). Under perfect transitions the AIS log-weight has variance
+arXiv:1502.05313, re-derived in docs/algorithms.md §5.4 (every equation of our copy was lost;
+docs/open-questions.md items 1–4). Under perfect transitions the AIS log-weight has variance
 ``Σ_k Δβ_k²·g(β_{k−1})`` to first order (Eq. 7), ``g(β) = Var_{p_β}[∂_β log f_β]``. For
 ``β_k = φ(k/K)``, ``K·Var[log w] → ∫ φ'² g(φ) dt`` (Eq. 8), whose Euler–Lagrange equation
 ``2gφ'' + g'φ'² = 0`` (Eq. 9) has the first integral ``φ'² g(φ) = const``: the optimal
@@ -13,11 +13,11 @@ schedule takes equal steps of ``Λ(β) = ∫_0^β √g``,
 g is measured by a cheap pilot AIS run on the linear schedule from the on-the-fly importance
 weights (after increment k the weighted chains represent ``p_{β_k}``, §4.1), smoothed with a
 Gaussian kernel on ``√ĝ`` and floored, and inverted in closed form — the exact solution of
-the paper's boundary problem, used instead of its fixed-point iteration (OPEN item 3).
+the paper's boundary problem, used instead of its fixed-point iteration (docs/open-questions.md item 3).
 The statistic is the hidden-summed derivative ``s_β(v)`` (``"marginal"``, the same form as
-the AIS weights; OPEN item 2) or, with ``statistic="joint"``, ``Var_{p_β(v,h)}[Δ(v,h)]``.
+the AIS weights; docs/open-questions.md item 2) or, with ``statistic="joint"``, ``Var_{p_β(v,h)}[Δ(v,h)]``.
 
-**Deceleration** — Kiwaki's Algorithm 3 as reconstructed (OPEN item 4): one forward pass caps
+**Deceleration** — Kiwaki's Algorithm 3 as reconstructed (docs/open-questions.md item 4): one forward pass caps
 each increment at δ and stretches the *later* increments proportionally by the clipped
 excess, so the schedule still ends at 1 with the same K. (The other reading, rescaling all
 unclipped increments including earlier ones, is not implemented.) ``K·δ < 1`` is refused.
@@ -25,8 +25,8 @@ unclipped increments including earlier ones, is not implemented.) ``K·δ < 1`` 
 **GMS13** — Grosse, Maddison & Salakhutdinov (2013), "Annealing between distributions by
 averaging moments", NIPS: the asymptotic AIS bias is ``(1/2K)∫ θ̇ᵀ G_θ θ̇ dβ`` and is
 smallest at constant speed in the Fisher metric, which for the geometric path on the joint
-``(v, h)`` family is ``θ̇ᵀGθ̇ = Var_{p_β(v,h)}[Δ(v,h)]`` (ALGORITHMS.md §5.3). As in Kiwaki's
-reproduction (OPEN item 28) it is measured by chains run at 10 knots, interpolated and
+``(v, h)`` family is ``θ̇ᵀGθ̇ = Var_{p_β(v,h)}[Δ(v,h)]`` (docs/algorithms.md §5.3). As in Kiwaki's
+reproduction (docs/open-questions.md item 28) it is measured by chains run at 10 knots, interpolated and
 equalised like VAROPT. Grosse et al.'s own practical recipe was not consulted.
 
 For an RBM, ``Δ(v, h) = linear(v) − base(v) + h·a(v)`` with ``h | v`` Bernoulli(σ(βa)), so
@@ -50,6 +50,7 @@ from torch import Tensor
 
 from boltzlab import operators
 from boltzlab.errors import ValidationError
+from boltzlab.estimators.annealing import add_log_f_increment_, reads_current_state, redraw_summed_group
 from boltzlab.estimators.schedules import (
     DEFAULT_N_TEMPERATURES,
     available_schedules,
@@ -158,7 +159,7 @@ class ScheduleInfo:
 
 # ---------------------------------------------------------------------- closed-form pieces
 def schedule_from_g(grid: Any, g: Any, n_temperatures: int) -> Tensor:
-    """The schedule with equal increments of ``Λ(β) = ∫_0^β √g`` (ALGORITHMS.md §5.4, step 3).
+    """The schedule with equal increments of ``Λ(β) = ∫_0^β √g`` (docs/algorithms.md §5.4, step 3).
 
     Parameters
     ----------
@@ -196,7 +197,7 @@ def smooth_g(grid: Any, g_hat: Any, *, width: float = 0.015, floor: float = 1e-3
     """Gaussian-kernel smoothing of ``√ĝ`` on a uniform grid, then a relative floor.
 
     The estimate is noisiest where the pilot's weights degenerate (near β = 0), and a zero
-    would give an infinite step (ALGORITHMS.md §5.4, pitfall 1). The kernel average is
+    would give an infinite step (docs/algorithms.md §5.4, pitfall 1). The kernel average is
     normalised by the kernel mass inside [0, 1] (no shrinkage at the ends) and skips
     non-finite entries.
 
@@ -207,7 +208,7 @@ def smooth_g(grid: Any, g_hat: Any, *, width: float = 0.015, floor: float = 1e-3
     g_hat : array-like, shape (n,)
         Raw estimates of g (negative values are read as 0).
     width : float, default 0.015
-        Standard deviation of the kernel in units of β (ALGORITHMS-OPEN item 3 suggests
+        Standard deviation of the kernel in units of β (docs/open-questions.md item 3 suggests
         1–2 % of the range); 0 switches smoothing off.
     floor : float, default 1e-3
         ``√g`` is raised to at least ``floor × max √g``, so no step is more than
@@ -252,7 +253,7 @@ def _check_smoothing(width: Any, floor: Any) -> None:
 def decelerated(betas: Any, delta: float) -> Tensor:
     """Cap every increment at ``delta``, stretching the later ones to keep the end at 1.
 
-    Kiwaki's deceleration (ALGORITHMS.md §5.4, ALGORITHMS-OPEN item 4): a single forward
+    Kiwaki's deceleration (docs/algorithms.md §5.4, docs/open-questions.md item 4): a single forward
     pass; an increment above δ is clipped to δ and its excess is spread over all later
     increments in proportion to their size (which may push some of them over δ; they are
     clipped in turn). The number of increments K is unchanged. Should excess reach the end
@@ -372,33 +373,27 @@ def _pilot(
     """
     # ais.py builds on this module (it resolves schedules through it), so its kernels are
     # imported here rather than at the top, where the two imports would be circular.
-    from boltzlab.estimators.ais import (
-        _add_log_f_increment_,
-        _reads_current_state,
-        _redraw_summed_group,
-    )
-
     grid = linear(n_temperatures)
     values = grid.tolist()
     # β as device tensors sliced from one copy: a Python float turned into a tensor on an
     # accelerator would be a blocking host-to-device copy per temperature.
     betas_on_device = grid.to(device=model.device, dtype=model.dtype)
     betas64_on_device = grid.to(device=model.device)
-    refresh = _reads_current_state(transition)
+    refresh = reads_current_state(transition)
     chains = model.init_chains(n_chains, generator=generator)
     log_weights = torch.zeros(n_chains, dtype=torch.float64, device=model.device)
     results = torch.empty(n_temperatures + 1, 3, dtype=torch.float64, device=model.device)
     for k in range(n_temperatures + 1):
         terms = model.marginal_terms(chains.layers)
         if k > 0:
-            _add_log_f_increment_(log_weights, terms, values[k - 1], values[k])
+            add_log_f_increment_(log_weights, terms, values[k - 1], values[k])
         weights = torch.softmax(log_weights, 0)
         results[k, :2] = _weighted_variance(weights, terms, betas64_on_device[k], statistic)
         results[k, 2] = log_ess(log_weights)
         if 0 < k < n_temperatures:
             chains = chains.with_beta(betas_on_device[k])
             if refresh:
-                chains = _redraw_summed_group(model, chains, terms, values[k], generator)
+                chains = redraw_summed_group(model, chains, terms, values[k], generator)
             chains, _ = transition.step(model, chains, generator=generator, terms=terms)
     results = results.cpu()
     return _Measurement(
@@ -478,7 +473,7 @@ def varopt(
     smoothing: float = 0.015,
     floor: float = 1e-3,
 ) -> ScheduleInfo:
-    """Kiwaki's (2015) variance-optimal schedule from a pilot AIS run (ALGORITHMS.md §5.4).
+    """Kiwaki's (2015) variance-optimal schedule from a pilot AIS run (docs/algorithms.md §5.4).
 
     Parameters
     ----------
@@ -489,10 +484,10 @@ def varopt(
         Transition operator of the pilot (use the main run's).
     generator : torch.Generator or int, optional
     pilot_chains, pilot_temperatures : int, default 100 and 1000
-        ``M_p`` and ``K_p`` of the pilot (the paper's were lost, OPEN item 3): it costs
+        ``M_p`` and ``K_p`` of the pilot (the paper's were lost, docs/open-questions.md item 3): it costs
         ``M_p·(K_p − 1)`` sweeps, 7 % of a default AIS run (100 chains × 14,500).
     statistic : {"marginal", "joint"}, default "marginal"
-        ``g = Var[s_β(v)]`` with the hidden units summed out, like the weights (OPEN item 2),
+        ``g = Var[s_β(v)]`` with the hidden units summed out, like the weights (docs/open-questions.md item 2),
         or the joint ``Var_{p_β(v,h)}[Δ(v,h)]``.
     smoothing : float, default 0.015
         Kernel standard deviation in β (see :func:`smooth_g`); 0 for none.
@@ -548,7 +543,7 @@ def gms13(
     statistic: Statistic = "joint",
     floor: float = 1e-3,
 ) -> ScheduleInfo:
-    """Constant Fisher speed on the joint geometric path (GMS13; ALGORITHMS.md §5.3, OPEN 28).
+    """Constant Fisher speed on the joint geometric path (GMS13; docs/algorithms.md §5.3, docs/open-questions.md item 28).
 
     ``Var_{p_β(v,h)}[Δ]`` is measured by ``knot_chains`` chains at each of ``n_knots``
     equally spaced βs (all knots in one batch), interpolated linearly in ``log g`` and

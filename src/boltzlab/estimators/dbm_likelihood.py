@@ -5,7 +5,7 @@ log-probability of a test case by running AIS on the DBM with ``v`` clamped: the
 marginal ``f(v) = Σ_h exp(−E(v, h))`` is the partition function of a Boltzmann machine over the
 hidden layers alone, and ``log p(v) = log f(v) − log Z``. The CAST paper (Salakhutdinov 2010,
 §5) uses it on 100 test cases to show how tight the variational bound is (−84.28 against a
-bound of −84.76 on MNIST). ALGORITHMS.md §4.1.
+bound of −84.76 on MNIST). docs/algorithms.md §4.1.
 
 **The clamped model's tempered family.** With ``v`` fixed, layers of one parity of
 ``h¹, …, h^L`` are conditionally independent given the other, exactly as in the DBM. The base
@@ -18,7 +18,7 @@ The default base is the mean-field posterior ``Q(h | v)`` of the bound (its mean
 ½ by ``base_mixing``, so that the base covers every state the posterior may need), which
 starts the annealing next to its target; ``base_mixing = 1`` gives the uniform base, the
 standard start. Any base with full support gives an unbiased ``f̂(v)``; the choice changes only
-the variance (ALGORITHMS-OPEN 26 leaves the 2009 paper's per-example schedule unrecovered:
+the variance (docs/open-questions.md item 26 leaves the 2009 paper's per-example schedule unrecovered:
 schedule, length and base here are ours).
 
 **Odd layers summed out** (as for the DBM's own AIS, :mod:`boltzlab.models.dbm`). The state is

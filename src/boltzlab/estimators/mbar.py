@@ -3,13 +3,13 @@
 Shirts & Chodera (2008), "Statistically optimal analysis of samples from multiple equilibrium
 states", J. Chem. Phys. 129, 124105, eq. 11 (the self-consistent equations); equivalently
 UWHAM / reverse logistic regression (Tan et al. 2012); compared with RTS in Carlson, Stinson,
-Pakman & Paninski (2016), ICML, eq. 18 and Fig. 4; ALGORITHMS.md §4.5. Pooling the samples
+Pakman & Paninski (2016), ICML, eq. 18 and Fig. 4; docs/algorithms.md §4.5. Pooling the samples
 ``x_n`` of all levels, with ``N_k`` of them drawn at level ``k``,
 
     Z_k = Σ_n f_k(x_n) / Σ_l N_l f_l(x_n)/Z_l,
 
 solved by ``pymbar.MBAR`` (not re-implemented here) on the reduced potentials
-``u_kn = −log f_k(x_n)`` (hidden-summed, normalised base; ALGORITHMS §4.5 "with the hidden
+``u_kn = −log f_k(x_n)`` (hidden-summed, normalised base; docs/algorithms.md §4.5 "with the hidden
 units summed out"). ``log Z(β_k) = f_0 − f_k`` in pymbar's dimensionless free energies, and
 ``log Z(0) = 0``. Each sample's row is shifted by its maximum first: the equations are
 invariant to a per-sample constant, and the shift keeps the numbers small.

@@ -1,9 +1,9 @@
 """RAISE: reverse annealed importance sampling of ``log p(v)``, and the upper-biased ``log Z``.
 
 Burda, Grosse & Salakhutdinov (2015), "Accurate and conservative estimates of MRF
-log-likelihood using reverse annealing", AISTATS — as derived in ALGORITHMS.md §4.2. (Trust
+log-likelihood using reverse annealing", AISTATS — as derived in docs/algorithms.md §4.2. (Trust
 that derivation and its exact test: the paper's own per-sample weight line is suspected of a
-typo, ALGORITHMS-OPEN item 25.) An AIS schedule ``0 = β_0 ≤ … ≤ β_K = 1`` defines the
+typo, docs/open-questions.md item 25.) An AIS schedule ``0 = β_0 ≤ … ≤ β_K = 1`` defines the
 annealed generative model
 
     p_ann(v_0, …, v_K) = p_0(v_0)·Π_{k=1..K} T_k(v_k | v_{k−1}),
@@ -35,7 +35,7 @@ matrices, for Gibbs and flip.
 **log Z.** Since ``log f(v) − log p(v) = log Z`` for every v, Carlson et al. (2016, ICML, the
 RTS paper, §5) average ``log f(v_n) − log p̂(v_n)`` over held-out data: an estimate of log Z
 biased *upward* (``bound="upper"``), the mirror of AIS's downward bias, so the two sandwich
-the truth (ALGORITHMS.md §7; the upper side holds in expectation over data drawn from the model).
+the truth (docs/algorithms.md §7; the upper side holds in expectation over data drawn from the model).
 """
 
 from __future__ import annotations
@@ -52,12 +52,12 @@ from boltzlab import operators
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.adaptive_schedules import ScheduleInfo, resolve_schedule
-from boltzlab.estimators.ais import (
-    _add_log_f_increment_,
-    _check_finite,
-    _reads_current_state,
-    _redraw_summed_group,
-    _warn_if_uniform_base,
+from boltzlab.estimators.annealing import (
+    add_log_f_increment_,
+    check_finite_log_weights,
+    reads_current_state,
+    redraw_summed_group,
+    warn_if_uniform_base,
 )
 from boltzlab.estimators.registry import register_estimator
 from boltzlab.estimators.result import LogZEstimate
@@ -182,9 +182,7 @@ def raise_log_likelihood(
     data = as_model_data(model, data, "data")  # 0/1, or real for a Gaussian visible layer
     n_chains = check_positive_int(n_chains, "n_chains")
     chains_per_batch = check_positive_int(chains_per_batch, "chains_per_batch")
-    transition = operators.get(operator)
-    if not callable(getattr(transition, "step", None)):
-        raise ValidationError(f"operator must be a name or an object with a step() method, got {operator!r}")
+    transition = operators.resolve(operator)
     generator = resolve_generator(generator, model.device)
     schedule_info = resolve_schedule(
         model,
@@ -195,9 +193,9 @@ def raise_log_likelihood(
         decelerate=decelerate,
         options=schedule_options,
     )
-    _warn_if_uniform_base(model)
+    warn_if_uniform_base(model)
 
-    refresh = _reads_current_state(transition)
+    refresh = reads_current_state(transition)
     examples_per_batch = max(1, chains_per_batch // n_chains)
     increments = torch.cat(
         [
@@ -215,7 +213,7 @@ def raise_log_likelihood(
     )
     log_f = log_f_marginal(model.marginal_terms(data), 1.0).cpu()
     log_weights = log_f[:, None] - increments.view(-1, n_chains)
-    _check_finite(log_weights.flatten())
+    check_finite_log_weights(log_weights.flatten())
 
     log_likelihoods = log_mean_exp(log_weights, dim=1)
     relative = torch.exp(log_weights - log_likelihoods[:, None])
@@ -263,10 +261,10 @@ def _reverse_anneal(
     for k in range(len(beta_values) - 1, 0, -1):
         chains = chains.with_beta(betas_on_device[k])
         if refresh:
-            chains = _redraw_summed_group(model, chains, terms, beta_values[k], generator)
+            chains = redraw_summed_group(model, chains, terms, beta_values[k], generator)
         chains, _ = transition.step(model, chains, generator=generator, terms=terms)
         terms = model.marginal_terms(chains.layers)
-        _add_log_f_increment_(increments, terms, beta_values[k - 1], beta_values[k])
+        add_log_f_increment_(increments, terms, beta_values[k - 1], beta_values[k])
     return increments.cpu()
 
 

@@ -14,8 +14,10 @@ from typing import Any
 import torch
 
 from boltzlab.estimators.result import LogZEstimate
+from boltzlab.estimators.verdicts import judge
 from boltzlab.models.base import TemperedModel
 from boltzlab.registry import Registry
+from boltzlab.rng import resolve_generator
 
 __all__ = ["estimate_log_z", "methods", "register_estimator"]
 
@@ -51,7 +53,14 @@ def estimate_log_z(
         Randomness (a seed is accepted); ignored by ``"exact"``.
     **options
         Method options, e.g. for AIS ``n_chains``, ``n_temperatures``, ``schedule``,
-        ``operator``.
+        ``operator``. Two more are the verdict's (docs/trust.md): ``check_data`` (rows where
+        the lower-bound witness starts its chains) and ``lower_bound_sweeps`` (default 200;
+        0 skips the witness).
+
+    Returns
+    -------
+    LogZEstimate
+        With ``reliable`` and ``warnings`` filled by :func:`boltzlab.estimators.verdicts.judge`.
 
     Examples
     --------
@@ -65,4 +74,12 @@ def estimate_log_z(
     function = _ESTIMATORS.get(method)
     if function is _ESTIMATORS.get("exact"):
         return function(model, **options)
-    return function(model, generator=generator, **options)
+    check_data = options.pop("check_data", None)
+    if check_data is None and method == "raise":
+        check_data = options.get("data")
+    lower_bound_sweeps = options.pop("lower_bound_sweeps", 200)
+    generator = resolve_generator(generator, model.device)
+    estimate = function(model, generator=generator, **options)
+    return judge(
+        model, estimate, check_data=check_data, lower_bound_sweeps=lower_bound_sweeps, generator=generator
+    )

@@ -28,6 +28,15 @@ class LogZEstimate:
         ``E[log Ẑ] ≤ log Z`` (``"lower"``); RAISE-derived estimates are biased up.
     info : Any
         Method-specific diagnostics (a dataclass), e.g. the AIS log-weights and ESS.
+    reliable : bool
+        The verdict: ``False`` when a diagnostic the estimator could compute says that
+        ``log_z ± stderr`` cannot be trusted (see ``docs/trust.md``). Exact results are
+        always reliable.
+    warnings : tuple of str
+        One sentence per failed (or skipped) check, naming the diagnostic, its value and the
+        threshold, e.g. ``"effective sample size 3.1 of 100 chains is below 10"``.
+    lower_bound : LowerBound or None
+        The certified lower bound the verdict compared ``log_z`` with, when one was computed.
     """
 
     log_z: float
@@ -36,6 +45,22 @@ class LogZEstimate:
     cost_sweeps: int = 0
     bound: Literal["lower", "upper"] | None = None
     info: Any = field(default=None, repr=False)
+    reliable: bool = True
+    warnings: tuple[str, ...] = ()
+    lower_bound: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        # Normalise a list given by a caller so the result stays hashable and immutable.
+        if not isinstance(self.warnings, tuple):
+            object.__setattr__(self, "warnings", tuple(self.warnings))
+
+    @property
+    def verdict(self) -> str:
+        """``"reliable"``, or ``"UNRELIABLE: <first reason>"`` (all reasons in ``warnings``)."""
+        if self.reliable:
+            return "reliable"
+        reason = self.warnings[0] if self.warnings else "no reason recorded"
+        return f"UNRELIABLE: {reason}"
 
     def interval(self, z: float = 2.0) -> tuple[float, float]:
         """``log_z ± z·stderr``."""
@@ -48,5 +73,11 @@ class LogZEstimate:
         return (self.log_z - truth) / self.stderr
 
     def __str__(self) -> str:
-        error = "exact" if self.stderr == 0.0 else f"± {self.stderr:.4f}"
-        return f"log Z = {self.log_z:.4f} {error} ({self.method}, {self.cost_sweeps} chain-sweeps)"
+        if self.method == "exact":
+            error = "exact"
+        elif self.stderr == 0.0:
+            error = "± 0 (no error bar)"
+        else:
+            error = f"± {self.stderr:.4f}"
+        text = f"log Z = {self.log_z:.4f} {error} ({self.method}, {self.cost_sweeps} chain-sweeps)"
+        return text if self.reliable else f"{text} {self.verdict}"

@@ -2,7 +2,7 @@
 
 Carlson, Stinson, Pakman & Paninski (2016), "Partition functions from Rao-Blackwellized
 tempered sampling", ICML: eq. 9 (the estimator), §2.4 (initial iterations), App. A (combining
-stages with different ``Ẑ``), App. B (bias and variance); ALGORITHMS.md §4.3. The samples come
+stages with different ``Ẑ``), App. B (bias and variance); docs/algorithms.md §4.3. The samples come
 from :func:`~boltzlab.estimators.tempered_samples.collect_tempered_samples`. With the
 Rao-Blackwellized level probabilities ``ĉ_k = (1/N)·Σ_i q(β_k | x_i)``, an unbiased estimate of
 the level marginal ``q(β_k) ∝ r_k Z_k / Ẑ_k``,
@@ -12,7 +12,7 @@ the level marginal ``q(β_k) ∝ r_k Z_k / Ẑ_k``,
 (``log Z_1 = 0``: the normalised base). **TS** is the same with ``ĉ`` from counts of the drawn
 levels with a 0.1 pseudo-count per level (the paper's comparison).
 
-**Stages (App. A) [derived, ALGORITHMS-OPEN item 6].** Stage ``j`` (an initial iteration, or the
+**Stages (App. A) [derived, docs/open-questions.md item 6].** Stage ``j`` (an initial iteration, or the
 long run) has fixed ``Ẑ^{(j)}``, ``N_j`` samples and ``ĉ^{(j)}``; ``ζ = log Z`` maximises the
 concave Rao-Blackwellized multinomial log-likelihood
 
@@ -32,7 +32,7 @@ exactly App. B's delta method, ``Var log Ẑ_k ≈ σ_1²/ĉ_1² + σ_k²/ĉ_k²
 bias ``½(σ_1²/ĉ_1² − σ_k²/ĉ_k²)`` is reported in ``info`` (it has no fixed sign).
 
 **Tracking during training** (paper §4.4): :func:`rts_tracking_update`, the damped update
-``log Ẑ_k ← log Ẑ_k + α·(log r_1 − log r_k + log ĉ_k − log ĉ_1)`` for every k (ALGORITHMS-OPEN
+``log Ẑ_k ← log Ẑ_k + α·(log r_1 − log r_k + log ĉ_k − log ĉ_1)`` for every k (docs/open-questions.md
 item 10).
 """
 
@@ -147,7 +147,7 @@ def rts_tracking_update(
     """The damped RTS update used to track ``log Z`` during training (paper §4.4).
 
     ``log Ẑ_k ← log Ẑ_k + α·(log r_1 − log r_k + log ĉ_k − log ĉ_1)`` for every level (the
-    paper writes it for ``k = K``; the sampler needs all of them, ALGORITHMS-OPEN item 10).
+    paper writes it for ``k = K``; the sampler needs all of them, docs/open-questions.md item 10).
     ``α = 1`` is eq. 9; the paper uses 0.2 (0.05–0.5 behave alike). Pure: returns a new
     tensor, shape ``(K,)``, float64, with ``log Ẑ_1`` unchanged.
 

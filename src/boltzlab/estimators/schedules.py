@@ -1,15 +1,15 @@
 """Annealing schedules: ascending ladders ``0 = β_0 ≤ β_1 ≤ … ≤ β_K = 1`` for AIS.
 
 Every schedule is a float64 tensor of shape ``(K + 1,)`` in the ascending order used by
-AIS, RTS, TI and MBAR (ALGORITHMS.md §0): ``β_0 = 0`` is the tractable base, ``β_K = 1`` the
+AIS, RTS, TI and MBAR (docs/algorithms.md §0): ``β_0 = 0`` is the tractable base, ``β_K = 1`` the
 model. ``K`` (``n_temperatures``) counts the *increments*, i.e. the factors of the AIS
 weight (Neal 2001, eq. 3); AIS makes ``K − 1`` transitions.
 
-* ``linear`` — ``β_k = k / K`` (ALGORITHMS.md §5.1).
+* ``linear`` — ``β_k = k / K`` (docs/algorithms.md §5.1).
 * ``sm08`` — the heuristic that Salakhutdinov & Murray (2008, "On the quantitative analysis
   of deep belief networks", ICML, §4.2) used for MNIST RBMs: uniform pieces on [0, 0.5],
   [0.5, 0.9] and [0.9, 1], denser near β = 1 where the distribution changes fastest
-  (ALGORITHMS.md §4.1, §5.2). Their reference code builds
+  (docs/algorithms.md §4.1, §5.2). Their reference code builds
   ``[0:1e-3:0.5, 0.5:1e-4:0.9, 0.9:1e-5:1]``; with the repeated knots 0.5 and 0.9 removed
   that is 500 + 4,000 + 10,000 = 14,500 increments. (The paper's text says 1,000 values on
   [0, 0.5], "15,000 in all"; we follow the code, whose grid is what was actually run.)
@@ -68,7 +68,7 @@ def available_schedules() -> tuple[str, ...]:
 
 @register_schedule("linear")
 def linear(n_temperatures: int | None = None) -> Tensor:
-    """Uniformly spaced ``β_k = k / K`` (ALGORITHMS.md §5.1).
+    """Uniformly spaced ``β_k = k / K`` (docs/algorithms.md §5.1).
 
     Parameters
     ----------

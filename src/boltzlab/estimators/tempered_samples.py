@@ -1,7 +1,7 @@
 """Tempered samples collected once for the RTS, TS, TI, TI-RB and MBAR estimators.
 
 Carlson, Stinson, Pakman & Paninski (2016), "Partition functions from Rao-Blackwellized
-tempered sampling", ICML, §2 (eqs. 4–9) and §2.4; ALGORITHMS.md §2.3, §4.3–4.5. Simulated
+tempered sampling", ICML, §2 (eqs. 4–9) and §2.4; docs/algorithms.md §2.3, §4.3–4.5. Simulated
 tempering on an ascending ladder ``0 = β_1 < … < β_K = 1`` (boltzlab indexes it ``0 … K − 1``)
 samples the joint
 
@@ -14,7 +14,7 @@ with prior ``r`` and current guesses ``Ẑ``. Each step of :func:`collect_temper
 2. ``marginal_terms`` of the new states and, from them, ``log f_k(x)`` for all ``K`` levels
    (:func:`~boltzlab.models.base.log_f_marginal_all`: the hidden-summed, normalised-base
    density, the same ``f_k`` in the sampler, in ``q(β | x)`` and in every estimator —
-   ALGORITHMS §4.3 pitfall 1; ALGORITHMS-OPEN item 9: ``q`` is collapsed over ``h``);
+   docs/algorithms.md §4.3 pitfall 1; docs/open-questions.md item 9: ``q`` is collapsed over ``h``);
 3. the statistics below, then a Gibbs draw of every chain's level from ``q(β | x)`` and a
    redraw of the summed-out layer at the new β
    (:func:`~boltzlab.tempering.base.redraw_summed_layers`), so state-dependent operators such
@@ -32,10 +32,10 @@ the summed-layer redraw.
 (50) sweeps, each starting from the previous states with fresh uniformly drawn levels; after
 each, ``log Ẑ`` is replaced by the RTS estimate from that iteration; they stop once
 ``max_k |ĉ_k/r_k − 1| < stop_tolerance`` (0.1) — for the uniform prior exactly the paper's
-``max_k |ĉ_k − r_k| < 0.1/K``; for other priors ALGORITHMS-OPEN item 11. Then the **long run**
+``max_k |ĉ_k − r_k| < 0.1/K``; for other priors docs/open-questions.md item 11. Then the **long run**
 of ``n_sweeps`` sweeps with ``Ẑ`` fixed. ``ĉ`` is accumulated in log space (a logsumexp of
 ``log q``), so levels that a poor initial ``Ẑ`` leaves nearly unvisited do not underflow
-(ALGORITHMS §4.3 pitfall 2).
+(docs/algorithms.md §4.3 pitfall 2).
 
 **What is kept** (:class:`TemperedSamples`): per block (an initial iteration, or one of
 ``n_batches`` equal batches of the long run) and per chain, ``log Σ_t q(β_k | x_t)`` and the
@@ -248,7 +248,7 @@ def level_log_probabilities(
 def path_derivative_all(terms: MarginalTerms, betas: Tensor) -> Tensor:
     """``s_{β_k}(x) = ∂_β log f_β(x)`` at every level; shape ``(n, K)``, float64.
 
-    ``s_β = linear − base + Σ_j a_j σ(β a_j)`` (ALGORITHMS §1.3, summed-out form, which depends
+    ``s_β = linear − base + Σ_j a_j σ(β a_j)`` (docs/algorithms.md §1.3, summed-out form, which depends
     on β); :func:`~boltzlab.models.base.path_derivative` for all levels at once.
     """
     betas = betas.to(device=terms.base.device, dtype=torch.float64)
@@ -293,7 +293,7 @@ def collect_tempered_samples(
         Independent chains ``M`` (the paper's 100).
     n_temperatures : int, optional
         ``K`` levels linear in β from 0 to 1 (default 100: the paper's K, linear by
-        ALGORITHMS-OPEN item 9). Give either this or ``ladder``.
+        docs/open-questions.md item 9). Give either this or ``ladder``.
     ladder : Ladder or sequence of float, optional
         Explicit ascending ladder; it must start at 0 (the normalised base, ``log Z_0 = 0``, is
         the anchor) and end at 1.
@@ -340,9 +340,7 @@ def collect_tempered_samples(
     if not isinstance(stop_tolerance, (int, float)) or not stop_tolerance > 0:
         raise ValidationError(f"stop_tolerance must be a positive number, got {stop_tolerance!r}")
     adapt_with = validated_choice(adapt_with, ADAPT_STATISTICS, "adapt_with")
-    transition = operators.get(operator)
-    if not callable(getattr(transition, "step", None)):
-        raise ValidationError(f"operator must be a name or an object with a step() method, got {operator!r}")
+    transition = operators.resolve(operator)
     if n_temperatures is not None and ladder is None:
         n_temperatures = check_positive_int(n_temperatures, "n_temperatures")
     resolved = ladders.resolve(ladder, n_levels=n_temperatures, default_levels=100, name="ladder")
@@ -566,7 +564,7 @@ def stopping_statistic(log_c: Tensor, log_prior: Tensor) -> float:
     """``max_k |ĉ_k/r_k − 1|`` (both normalised here): the generalised stopping rule's statistic.
 
     For the uniform prior ``statistic < 0.1`` is the paper's ``max_k |ĉ_k − r_k| < 0.1/K``
-    (ALGORITHMS-OPEN item 11).
+    (docs/open-questions.md item 11).
     """
     log_c = log_c - torch.logsumexp(log_c, 0)
     log_prior = log_prior - torch.logsumexp(log_prior, 0)

@@ -1,7 +1,7 @@
 """Thermodynamic integration (TI, Riemann or trapezoid) and Rao-Blackwellized TI (TI-RB).
 
 Gelman & Meng (1998), "Simulating normalizing constants", Statistical Science 13, §3; as
-compared in Carlson, Stinson, Pakman & Paninski (2016), ICML, §3 and Fig. 4; ALGORITHMS.md
+compared in Carlson, Stinson, Pakman & Paninski (2016), ICML, §3 and Fig. 4; docs/algorithms.md
 §4.4. With the path derivative ``s_β(x) = ∂_β log f_β(x)`` (hidden-summed form, §1.3, which
 depends on β; ``E_{p_β}[s_β] = d log Z(β)/dβ``),
 
@@ -19,7 +19,7 @@ estimated on the tempered sampler's ladder (``log Z(0) = 0``: the normalised bas
 and the trapezoid rule ``Σ_k (β_k − β_{k−1})(ĝ_k + ĝ_{k−1})/2`` (default, ``O(1/K²)``
 discretisation error) or the right Riemann sum ``Σ_k (β_k − β_{k−1}) ĝ_k`` (``O(1/K)``; AIS's
 log-weight is one). The discretisation error is a bias that the error bar does not contain;
-RTS has none, and TI-RB approaches RTS as the ladder becomes continuous (ALGORITHMS §7).
+RTS has none, and TI-RB approaches RTS as the ladder becomes continuous (docs/algorithms.md §7).
 
 Both read the samples collected by
 :func:`~boltzlab.estimators.tempered_samples.collect_tempered_samples` (the RTS sampler with its

@@ -1,10 +1,10 @@
 """Evaluation: log-likelihood, exact transition matrices, mixing diagnostics."""
 
+from boltzlab.estimators.likelihood import log_likelihood, log_unnormalized
 from boltzlab.evaluation.diagnostics import (
     TIED,
     AutocorrelationTime,
     ShortChainWarning,
-    SlemStudyResult,
     autocorrelation_function,
     autocovariance,
     class_templates,
@@ -13,10 +13,8 @@ from boltzlab.evaluation.diagnostics import (
     integrated_autocorrelation_time,
     nearest_template,
     operator_slem,
-    slem_study,
     steps_to_first_change,
 )
-from boltzlab.estimators.likelihood import log_likelihood, log_unnormalized
 from boltzlab.evaluation.transition import (
     group_transition_matrix,
     is_primitive,
@@ -29,7 +27,6 @@ __all__ = [
     "TIED",
     "AutocorrelationTime",
     "ShortChainWarning",
-    "SlemStudyResult",
     "autocorrelation_function",
     "autocovariance",
     "class_templates",
@@ -43,7 +40,6 @@ __all__ = [
     "nearest_template",
     "operator_slem",
     "slem",
-    "slem_study",
     "steps_to_first_change",
     "transition_matrix",
     "unit_transition_matrix",

@@ -4,7 +4,7 @@ Brügge, Fischer & Igel (2013, §5.3) measure how often a sampler moves between 
 an RBM trained on labelled data: every state of a chain is assigned to the nearest mode
 ("ties in nearest-mode assignment are discarded"), and they report the number of class
 changes of one long chain and the number of steps until the first change of chains started
-at training examples (ALGORITHMS.md §2.2, "Mode hopping").
+at training examples (docs/algorithms.md §2.2, "Mode hopping").
 
 Templates. :func:`class_templates` returns, per class, the class-conditional mean of the
 data thresholded at 1/2 — a binary prototype, so that the nearest template is the one at the

@@ -3,7 +3,7 @@
 The joint state space of a model with ``N`` units has ``2^N`` states, ordered as in
 :func:`boltzlab.estimators.exact.joint_states` (global unit ``u`` is bit ``u`` of the state
 index). A row-stochastic matrix ``T[x, y] = P(next = y | now = x)`` acts on row vectors,
-``p·T``, and a product ``A @ B`` means "first A, then B" (ALGORITHMS.md §2.1).
+``p·T``, and a product ``A @ B`` means "first A, then B" (docs/algorithms.md §2.1).
 
 The matrices are built from the operator's own ``probability_on`` and the model's own
 ``conditional_logits``, which are exactly what the batched sampler uses, so ``p·T = p``

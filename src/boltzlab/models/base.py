@@ -1,7 +1,7 @@
 """The tempered-family protocol every model implements, and the hidden-summed log density.
 
 Every model defines the geometric path between a tractable, normalised base ``p1`` and
-itself (ALGORITHMS.md §1.3):
+itself (docs/algorithms.md §1.3):
 
     log f_β(x) = β·(−E(x)) + (1 − β)·log p1(x),       Z(0) = 1,  Z(1) = Z.
 

@@ -3,7 +3,7 @@
 :class:`~boltzlab.models.rbm.RBM` and :class:`~boltzlab.models.gaussian_rbm.GaussianRBM`
 both have one visible and one hidden layer coupled by ``weights`` of shape
 ``(n_visible, n_hidden)``, a base ``p1(v, h) = p1(v) · 2^{−J}`` with uniform hidden units
-(ALGORITHMS.md §1.3), and hidden units that are Bernoulli given ``v`` with log-odds
+(docs/algorithms.md §1.3), and hidden units that are Bernoulli given ``v`` with log-odds
 ``conditional_logits(1, ...)``. Only the visible layer and its base differ; this module holds
 the rest once.
 """

@@ -2,7 +2,7 @@
 
 Layers ``h⁰ = v, h¹, …, h^L`` with sizes ``n_0, …, n_L``; ``weights[l]`` (the paper's
 ``W^{l+1}``) couples layers ``l`` and ``l + 1``. The energy is that of Salakhutdinov &
-Hinton (2009), eq. 1, with biases on every layer (ALGORITHMS.md §1.2)::
+Hinton (2009), eq. 1, with biases on every layer (docs/algorithms.md §1.2)::
 
     E(h) = −Σ_{l=1..L} h^{l−1}ᵀ W^l h^l − Σ_{l=0..L} b^lᵀ h^l.
 
@@ -13,7 +13,7 @@ uniform on every hidden layer, ``log f_β(h) = −βE(h) + (1 − β)·log p1(h)
 
 Layers of one parity are conditionally independent given the other parity, so a sweep
 updates the odd layers, then the even ones (``update_groups``). The odd layers are the
-summed-out group (ALGORITHMS-OPEN 26; summing the even layers is equally valid, and
+summed-out group (docs/open-questions.md item 26; summing the even layers is equally valid, and
 :meth:`DBM.enumerate_log_f` does whichever is cheaper): with ``x`` the even layers and
 ``a^l = b^l + h^{l−1}W^l + W^{l+1}h^{l+1}`` the input of odd layer ``l``,
 
@@ -35,9 +35,10 @@ from torch import Tensor, nn
 
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
+from boltzlab.io import ModelKind, register_model_kind
 from boltzlab.models.base import MarginalTerms, all_ones, log_f_marginal
-from boltzlab.models.files import ModelFile
-from boltzlab.models.rbm import _enumerate_softplus_sums
+from boltzlab.models.files import ModelFile, copy_buffers
+from boltzlab.models.rbm import enumerate_softplus_sums
 from boltzlab.numerics import softplus
 from boltzlab.rng import resolve_generator, sample_bernoulli
 from boltzlab.validation import as_binary_tensor, check_positive_int, require
@@ -366,7 +367,7 @@ class DBM(ModelFile, nn.Module):
         for example in range(v.shape[0]):
             linear, offset = row_biases.clone(), column_biases.clone()
             (linear if 1 in rows else offset)[: sizes[1]] += from_visible[example]
-            chunks = _enumerate_softplus_sums(coupling, offset, linear, 0.0, chunk_states=None)
+            chunks = enumerate_softplus_sums(coupling, offset, linear, 0.0, chunk_states=None)
             totals.append(torch.logsumexp(torch.stack([torch.logsumexp(c, 0) for c in chunks]), 0))
         return constant + torch.stack(totals)
 
@@ -375,7 +376,7 @@ class DBM(ModelFile, nn.Module):
         """Log-odds of layer ``index`` given its neighbours, at per-chain β; shape ``(n, n_index)``.
 
         Hidden layer ``l``: ``β·(b^l + h^{l−1}W^l + h^{l+1}W^{l+1}ᵀ)``. Visible:
-        ``β·(b⁰ + h¹W¹ᵀ) + (1 − β)·b^A`` (ALGORITHMS.md §1.3, "Gibbs at β"). Only the
+        ``β·(b⁰ + h¹W¹ᵀ) + (1 − β)·b^A`` (docs/algorithms.md §1.3, "Gibbs at β"). Only the
         neighbouring layers are read. ``beta`` has shape ``(n,)``.
         """
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.biases):
@@ -426,14 +427,6 @@ class DBM(ModelFile, nn.Module):
         beta_t = torch.full((means[0].shape[0],), float(beta), dtype=self.dtype, device=self.device)
         return Chains(layers=(means[0], *hidden), beta=beta_t)
 
-    def training_objective(self) -> Any:
-        """The trainer's hook (:func:`boltzlab.training.objective_for`): a
-        :class:`~boltzlab.training.mean_field_objective.MeanFieldObjective` with the CAST
-        paper's settings (data term from 5 mean-field updates, Rao-Blackwellised model term)."""
-        from boltzlab.training.mean_field_objective import MeanFieldObjective
-
-        return MeanFieldObjective()
-
     # ------------------------------------------------------------------ enumeration
     def enumerate_log_f(
         self, beta: float = 1.0, *, chunk_states: int | None = None, enumerated: str = "auto"
@@ -470,10 +463,64 @@ class DBM(ModelFile, nn.Module):
             parts = [beta * biases[i] + ((1.0 - beta) * base if i == 0 else 0.0) for i in layers]
             return torch.cat(parts)
 
-        yield from _enumerate_softplus_sums(
+        yield from enumerate_softplus_sums(
             beta * self._coupling(rows, columns, weights),
             scaled_biases(columns),
             scaled_biases(rows),
             -(1.0 - beta) * float(self._base_log_norm()),
             chunk_states=chunk_states,
         )
+
+
+# ---------------------------------------------------------------------------- model file kind
+def _dbm_tensors(model: DBM) -> dict[str, Tensor]:
+    tensors = {f"weights.{index}": matrix for index, matrix in enumerate(model.weights)}
+    tensors.update({f"biases.{index}": vector for index, vector in enumerate(model.biases)})
+    tensors["base_logits"] = model.base_logits
+    return tensors
+
+
+def _dbm_expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    # The number of layers is read from the file: weights.0, weights.1, ... up to the first
+    # gap (a later stray weights.k is then reported as unexpected by the caller).
+    n_weights = 0
+    while f"weights.{n_weights}" in shapes:
+        shape = shapes[f"weights.{n_weights}"]
+        if len(shape) != 2 or min(shape) < 1:
+            raise ValueError(
+                f"tensor 'weights.{n_weights}' has shape {shape}, expected "
+                f"(n_{n_weights}, n_{n_weights + 1}), both positive"
+            )
+        n_weights += 1
+    if n_weights < 2:
+        raise ValueError(
+            f"a DBM needs tensors 'weights.0' and 'weights.1' (L >= 2 hidden layers), found {n_weights}"
+        )
+    sizes = [shapes["weights.0"][0], *(shapes[f"weights.{index}"][1] for index in range(n_weights))]
+    expected = {f"weights.{index}": (sizes[index], sizes[index + 1]) for index in range(n_weights)}
+    expected.update({f"biases.{index}": (size,) for index, size in enumerate(sizes)})
+    expected["base_logits"] = (sizes[0],)
+    return expected
+
+
+def _dbm_build(tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.device) -> DBM:
+    n_weights = sum(name.startswith("weights.") for name in tensors)
+    model = DBM(
+        weights=[tensors[f"weights.{index}"] for index in range(n_weights)],
+        biases=[tensors[f"biases.{index}"] for index in range(n_weights + 1)],
+        dtype=dtype,
+        device=device,
+    )
+    copy_buffers(model, tensors, ("base_logits",), dtype=dtype, device=device)
+    return model
+
+
+register_model_kind(
+    ModelKind(
+        name="dbm",
+        model_class=DBM,
+        tensors=_dbm_tensors,
+        expected_shapes=_dbm_expected_shapes,
+        build=_dbm_build,
+    )
+)

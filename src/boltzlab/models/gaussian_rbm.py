@@ -14,7 +14,7 @@ data and keep ``σ = 1``, as Hinton 2010 recommends); ``learn_std=True`` makes `
 parameter (Cho et al. 2011 learn ``log σ²``; the gradient is in
 :mod:`boltzlab.training.gaussian_objective`).
 
-**Tempered family** (DESIGN.md; ALGORITHMS.md §1.3, with a Gaussian base in place of the
+**Tempered family** (docs/architecture.md; docs/algorithms.md §1.3, with a Gaussian base in place of the
 base-rate model): the normalised base is ``p1(v, h) = Π_i N(v_i; μ_i, s_i²) · 2^{−J}``
 (``set_base_from_data``: the data's mean and variance per unit), and
 
@@ -58,8 +58,10 @@ import torch
 from torch import Tensor, nn
 
 from boltzlab.errors import ValidationError
+from boltzlab.io import ModelKind, register_model_kind
 from boltzlab.models.base import MarginalTerms, all_ones, log_f_marginal
 from boltzlab.models.bipartite import BipartiteModel, check_finite, initial_weights, parameter_vector
+from boltzlab.models.files import attribute_tensors, bipartite_expected_shapes, build_bipartite
 from boltzlab.models.rbm import all_binary_states
 from boltzlab.rng import resolve_generator, sample_bernoulli
 from boltzlab.validation import as_real_tensor, check_positive_int, require
@@ -504,13 +506,6 @@ class GaussianRBM(BipartiteModel, nn.Module):
             )
             yield quadratic.constant + h @ quadratic.linear + 0.5 * ((h @ quadratic.matrix) * h).sum(1)
 
-    # ------------------------------------------------------------------ training and files
-    def training_objective(self) -> Any:
-        """The trainer's hook: :class:`~boltzlab.training.gaussian_objective.GaussianRBMObjective`."""
-        from boltzlab.training.gaussian_objective import GaussianRBMObjective
-
-        return GaussianRBMObjective()
-
 
 @dataclass(frozen=True, slots=True)
 class _QuadraticForm:
@@ -519,3 +514,34 @@ class _QuadraticForm:
     constant: Tensor  # 0-d
     linear: Tensor  # (J,)
     matrix: Tensor  # (J, J), symmetric
+
+
+# ---------------------------------------------------------------------------- model file kind
+_GAUSSIAN_RBM_BUFFERS = ("log_std", "base_mean", "base_std")
+
+
+def _gaussian_rbm_expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    expected = bipartite_expected_shapes(shapes)
+    del expected["base_logits"]
+    n_visible = expected["visible_bias"]
+    expected.update({"log_std": n_visible, "base_mean": n_visible, "base_std": n_visible})
+    return expected
+
+
+def _gaussian_rbm_build(
+    tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.device
+) -> GaussianRBM:
+    if not bool((tensors["base_std"] > 0).all()):
+        raise ValidationError("tensor 'base_std' must be positive in every unit")
+    return build_bipartite(GaussianRBM, tensors, _GAUSSIAN_RBM_BUFFERS, dtype=dtype, device=device)
+
+
+register_model_kind(
+    ModelKind(
+        name="gaussian-rbm",
+        model_class=GaussianRBM,
+        tensors=attribute_tensors("weights", "visible_bias", "hidden_bias", *_GAUSSIAN_RBM_BUFFERS),
+        expected_shapes=_gaussian_rbm_expected_shapes,
+        build=_gaussian_rbm_build,
+    )
+)

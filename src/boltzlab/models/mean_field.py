@@ -1,6 +1,6 @@
 """Mean-field inference in a DBM and the variational lower bound on ``log p(v)``.
 
-Salakhutdinov & Hinton (2009), §3 (ALGORITHMS.md §1.2): a factorial posterior
+Salakhutdinov & Hinton (2009), §3 (docs/algorithms.md §1.2): a factorial posterior
 ``Q(h | v) = Π_{l≥1} Π_j q(h^l_j)`` with means ``μ^l = Q(h^l = 1)`` gives
 
     log p(v) ≥ E_Q[−E(v, h)] + H(Q) − log Z,
@@ -15,7 +15,7 @@ layers from the new odd ones (the DBM's own block order). Units of one parity ar
 coupled in the bound, so each half-update maximises the bound exactly over its block given
 the other: the bound never decreases from one update to the next, for every example.
 
-**Initialisation** (ALGORITHMS-OPEN 17): by default one bottom-up pass
+**Initialisation** (docs/open-questions.md item 17): by default one bottom-up pass
 ``μ^l = σ(b^l + μ^{l−1}W^l)``, l = 1..L, with plain (not doubled) weights; ``init="zeros"``
 starts from ``μ = 0`` instead — for L = 2 its first update reproduces the bottom-up pass.
 The CAST paper (Salakhutdinov 2010) uses 5 updates, the default here.
@@ -41,6 +41,7 @@ from boltzlab.validation import as_binary_tensor, check_nonnegative_int, check_p
 __all__ = [
     "MeanFieldResult",
     "binary_entropy",
+    "mean_field_fixed_point",
     "mean_field_posterior",
     "variational_lower_bound",
     "variational_lower_bound_per_example",
@@ -79,8 +80,12 @@ def binary_entropy(means: Tensor, *, epsilon: float = 1e-12) -> Tensor:
     return -(clipped * torch.log(clipped) + (1.0 - clipped) * torch.log1p(-clipped))
 
 
-def _run_mean_field(dbm: DBM, v: Tensor, n_updates: int, init: str) -> MeanFieldResult:
-    """The fixed-point iteration on trusted inputs (``v`` in the model's dtype and device)."""
+def mean_field_fixed_point(dbm: DBM, v: Tensor, n_updates: int, init: str) -> MeanFieldResult:
+    """The fixed-point iteration of :func:`mean_field_posterior` on inputs already checked.
+
+    ``v`` (shape ``(n, n_visible)``) must be in the model's dtype and on its device; for callers
+    (the mean-field training objective) that validated their data once at the public door.
+    """
     n_layers = len(dbm.layer_sizes)
     ones = torch.ones(v.shape[0], dtype=dbm.dtype, device=dbm.device)
     means: list[Tensor] = [v]
@@ -141,7 +146,7 @@ def mean_field_posterior(
     [(13, 7), (13, 3), (13, 2)]
     """
     v, n_updates = _check_common(dbm, data, n_updates, init)
-    return _run_mean_field(dbm, v, n_updates, init)
+    return mean_field_fixed_point(dbm, v, n_updates, init)
 
 
 def variational_lower_bound_per_example(
@@ -185,7 +190,7 @@ def variational_lower_bound_per_example(
     batch_size = check_positive_int(batch_size, "batch_size")
     parts = []
     for batch in torch.split(v, batch_size):
-        means = _run_mean_field(dbm, batch, n_updates, init).means
+        means = mean_field_fixed_point(dbm, batch, n_updates, init).means
         clipped = (means[0], *(mean.to(torch.float64).clamp(epsilon, 1.0 - epsilon) for mean in means[1:]))
         entropy = sum(binary_entropy(mean, epsilon=epsilon).sum(1) for mean in clipped[1:])
         parts.append(-dbm.energy(clipped) + entropy - log_z)

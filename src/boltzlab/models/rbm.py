@@ -1,7 +1,7 @@
 """Binary restricted Boltzmann machine on its tempered family.
 
 Energy ``E(v, h) = −vᵀWh − bᵀv − cᵀh`` with ``v ∈ {0,1}^D``, ``h ∈ {0,1}^J``
-(ALGORITHMS.md §1.1). The tempered family (§1.3) runs from a normalised base
+(docs/algorithms.md §1.1). The tempered family (§1.3) runs from a normalised base
 ``p1(v, h) = Π_i Bernoulli(v_i; σ(b^A_i)) · 2^{−J}`` at β = 0 to the RBM at β = 1:
 
     log f_β(v, h) = −βE(v, h) + (1 − β)·log p1(v, h).
@@ -27,13 +27,15 @@ import torch
 from torch import Tensor, nn
 
 from boltzlab.errors import ValidationError
+from boltzlab.io import ModelKind, register_model_kind
 from boltzlab.models.base import MarginalTerms, all_ones, log_f_marginal
 from boltzlab.models.bipartite import BipartiteModel, check_finite, initial_weights, parameter_vector
+from boltzlab.models.files import attribute_tensors, bipartite_expected_shapes, build_bipartite
 from boltzlab.numerics import softplus
 from boltzlab.rng import sample_bernoulli
 from boltzlab.validation import as_binary_tensor, require
 
-__all__ = ["RBM", "all_binary_states"]
+__all__ = ["RBM", "all_binary_states", "enumerate_softplus_sums"]
 
 
 def all_binary_states(
@@ -54,7 +56,7 @@ def all_binary_states(
     return ((codes[:, None] >> shifts[None, :]) & 1).to(dtype)
 
 
-def _enumerate_softplus_sums(
+def enumerate_softplus_sums(
     coupling: Tensor, offset: Tensor, linear: Tensor, constant: float, *, chunk_states: int | None
 ) -> Iterator[Tensor]:
     """Yield ``constant + s·linear + Σ_k softplus(offset_k + (s @ coupling)_k)`` over all ``s``.
@@ -285,7 +287,7 @@ class RBM(BipartiteModel, nn.Module):
             coupling, offset, linear = beta * weights.t(), beta * b + (1.0 - beta) * base, beta * c
         else:
             coupling, offset, linear = beta * weights, beta * c, beta * b + (1.0 - beta) * base
-        yield from _enumerate_softplus_sums(
+        yield from enumerate_softplus_sums(
             coupling, offset, linear, -(1.0 - beta) * float(log_norm), chunk_states=chunk_states
         )
 
@@ -319,3 +321,22 @@ class RBM(BipartiteModel, nn.Module):
         )
         model.metadata["source"] = "sklearn.neural_network.BernoulliRBM"
         return model
+
+
+# ---------------------------------------------------------------------------- model file kind
+_RBM_BUFFERS = ("base_logits",)
+
+
+def _rbm_build(tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.device) -> RBM:
+    return build_bipartite(RBM, tensors, _RBM_BUFFERS, dtype=dtype, device=device)
+
+
+register_model_kind(
+    ModelKind(
+        name="rbm",
+        model_class=RBM,
+        tensors=attribute_tensors("weights", "visible_bias", "hidden_bias", *_RBM_BUFFERS),
+        expected_shapes=bipartite_expected_shapes,
+        build=_rbm_build,
+    )
+)

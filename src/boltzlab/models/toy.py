@@ -6,7 +6,7 @@ lie on one line through the origin,
     f(x) = Z · Σ_c w_c N(x; a_c u, σ² I),        Σ_c w_c = 1,  ‖u‖ = 1,
 
 so ``log Z(1) = log Z`` by construction, and the normalised base is ``p1 = N(0, s² I)``.
-The tempered family is the geometric path of DESIGN.md and ALGORITHMS.md §1.3,
+The tempered family is the geometric path of docs/architecture.md and docs/algorithms.md §1.3,
 
     log f_β(x) = β·log f(x) + (1 − β)·log p1(x),        Z(0) = 1,  Z(1) = Z.
 

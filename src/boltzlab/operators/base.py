@@ -1,7 +1,7 @@
 """The transition-operator contract, the shared block sweep, and the operator registry.
 
 An operator moves a batch of chains by one *sweep*: every layer group of the model, in the
-order ``model.update_groups``, at each chain's own β (DESIGN.md, "Operators"). Gibbs,
+order ``model.update_groups``, at each chain's own β (docs/architecture.md, "Operators"). Gibbs,
 flip-the-state and their α-mixture differ only in ``probability_on``, the probability that
 a unit is 1 after its update given its log-odds ``x`` (from the other layers, at β) and its
 current value. Units of one group are conditionally independent given the other groups, and

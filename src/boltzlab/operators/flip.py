@@ -1,4 +1,4 @@
-"""The flip-the-state operator T (Brügge, Fischer & Igel 2013; ALGORITHMS.md §2.2).
+"""The flip-the-state operator T (Brügge, Fischer & Igel 2013; docs/algorithms.md §2.2).
 
 A Metropolized single-unit update that maximises the probability of changing state: a unit
 in its less probable state moves to the more probable one with probability 1; a unit in the

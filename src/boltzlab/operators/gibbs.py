@@ -1,4 +1,4 @@
-"""Block Gibbs sampling, the reference operator G = G_h G_v (ALGORITHMS.md §2.1).
+"""Block Gibbs sampling, the reference operator G = G_h G_v (docs/algorithms.md §2.1).
 
 Each unit is redrawn from its conditional: ``P(new = 1) = σ(x)`` whatever its current value.
 """

@@ -3,7 +3,7 @@
 Duane, Kennedy, Pendleton & Roweth (1987), "Hybrid Monte Carlo", Phys. Lett. B 195; the
 form here follows Neal (2011), "MCMC using Hamiltonian dynamics", Handbook of MCMC, ch. 5:
 the potential is ``U(x) = −log f_β(x)`` (eq. 5.13 with the tempered density of
-ALGORITHMS.md §1.3), the kinetic energy ``K(p) = ½ Σ_i p_i²/m_i`` (eq. 5.5), one step is
+docs/algorithms.md §1.3), the kinetic energy ``K(p) = ½ Σ_i p_i²/m_i`` (eq. 5.5), one step is
 
 1. draw fresh momenta ``p ~ N(0, diag(m))`` (eq. 5.23),
 2. run ``L`` leapfrog steps of size ``ε`` (eqs. 5.18–5.20), with the gradient of the

@@ -7,7 +7,6 @@ The ``*_figure`` functions build the standard figures the command line writes, a
 from boltzlab.plotting.diagnostics import (
     plot_autocorrelation,
     plot_level_occupancy,
-    plot_slem_fraction,
     plot_temperature_trajectories,
 )
 from boltzlab.plotting.figures import (
@@ -18,6 +17,7 @@ from boltzlab.plotting.figures import (
     training_figure,
 )
 from boltzlab.plotting.samples import image_grid, plot_chain_strip, plot_samples
+from boltzlab.plotting.tempering import tempered_sampler_figure
 from boltzlab.plotting.training import (
     has_log_likelihood,
     plot_log_likelihood,
@@ -36,10 +36,10 @@ __all__ = [
     "plot_log_likelihood",
     "plot_reconstruction_error",
     "plot_samples",
-    "plot_slem_fraction",
     "plot_temperature_trajectories",
     "records_of",
     "samples_figure",
     "save_figure",
+    "tempered_sampler_figure",
     "training_figure",
 ]

@@ -1,8 +1,5 @@
-"""Mixing plots: the SLEM study, autocorrelation functions, and tempered samplers' temperatures.
+"""Mixing plots: autocorrelation functions and tempered samplers' temperatures.
 
-* :func:`plot_slem_fraction` — the fraction of random RBMs on which flip-the-state has a
-  smaller SLEM than Gibbs against the weight scale ``c``, one curve per size (Brügge,
-  Fischer & Igel 2013, Fig. 3, upper).
 * :func:`plot_autocorrelation` — the pooled autocorrelation function of a statistic (e.g.
   the energy) for one or several samplers, with their integrated autocorrelation times.
 * :func:`plot_temperature_trajectories` and :func:`plot_level_occupancy` — where the chains
@@ -23,13 +20,11 @@ from matplotlib.axes import Axes
 from torch import Tensor
 
 from boltzlab.evaluation.autocorrelation import autocorrelation_function, integrated_autocorrelation_time
-from boltzlab.evaluation.slem_study import SlemStudyResult
 from boltzlab.validation import require
 
 __all__ = [
     "plot_autocorrelation",
     "plot_level_occupancy",
-    "plot_slem_fraction",
     "plot_temperature_trajectories",
 ]
 
@@ -39,48 +34,6 @@ def _numpy(value: Any) -> np.ndarray:
     if isinstance(value, Tensor):
         return value.detach().cpu().numpy()
     return np.asarray(value)
-
-
-def plot_slem_fraction(ax: Axes, result: SlemStudyResult, *, title: str | None = None) -> Axes:
-    """Fraction of models with ``SLEM(operator) < SLEM(reference)`` against the weight scale.
-
-    One curve per RBM size, with binomial standard-error bars.
-
-    Parameters
-    ----------
-    ax : Axes
-    result : SlemStudyResult
-        From :func:`boltzlab.evaluation.slem_study`.
-    title : str, optional
-        Default: ``"SLEM(flip) < SLEM(gibbs), N models per point"``.
-    """
-    require(
-        isinstance(result, SlemStudyResult), f"result must be a SlemStudyResult, got {type(result).__name__}"
-    )
-    fraction = result.fraction.numpy()
-    stderr = result.fraction_stderr.numpy()
-    for size_index, (n_visible, n_hidden) in enumerate(result.sizes):
-        ax.errorbar(
-            np.asarray(result.scales, dtype=np.float64),
-            fraction[size_index],
-            yerr=stderr[size_index],
-            marker="o",
-            markersize=3.5,
-            capsize=2.5,
-            linewidth=1.2,
-            label=f"{n_visible}×{n_hidden}",
-        )
-    ax.set_xlabel("weight scale c  (W ~ U[−c, c], biases 0)")
-    ax.set_ylabel(f"fraction with SLEM({result.operator}) < SLEM({result.reference})")
-    ax.set_ylim(-0.02, 1.02)
-    ax.grid(alpha=0.3)
-    ax.legend(title="RBM size")
-    ax.set_title(
-        title
-        if title is not None
-        else f"SLEM({result.operator}) < SLEM({result.reference}), {result.n_models} models per point"
-    )
-    return ax
 
 
 def plot_autocorrelation(

@@ -1,7 +1,7 @@
 """The tempering-scheme contract and the moves every scheme shares.
 
 A tempering scheme makes several temperatures cooperate around *any* transition operator
-(DESIGN.md): it never imports a concrete operator, it is given one.
+(docs/architecture.md): it never imports a concrete operator, it is given one.
 
     scheme.init(model, n_chains, *, generator) -> state
     scheme.step(model, state, *, generator)    -> (state, info)
@@ -13,7 +13,7 @@ States are frozen dataclasses; ``step`` returns a new one and never modifies its
 
 **Moves on the summed-out state.** Swap and temperature moves are accepted with the
 summed-out densities ``log f_β(x)`` (hidden units, or a DBM's odd layers, summed out:
-ALGORITHMS.md §2.3–2.5), which is lower-variance than the joint energy. Such a move is a
+docs/algorithms.md §2.3–2.5), which is lower-variance than the joint energy. Such a move is a
 valid Metropolis step for the marginal of the kept layers only, so the summed-out layers are
 then redrawn from their exact conditional at the chain's (possibly new) β — a collapsed
 Gibbs step. Gibbs sweeps would redraw them first anyway; state-dependent operators such as

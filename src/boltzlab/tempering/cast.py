@@ -1,4 +1,4 @@
-"""CAST: coupled adaptive simulated tempering (Salakhutdinov 2010, §4; ALGORITHMS.md §3.4).
+"""CAST: coupled adaptive simulated tempering (Salakhutdinov 2010, §4; docs/algorithms.md §3.4).
 
 Persistent chains at β = 1 (the *slow* chains, whose states feed a gradient) get stuck in
 modes once the learning rate is small. CAST pairs each slow chain with a *fast* chain running
@@ -9,7 +9,7 @@ adaptive simulated tempering (:mod:`boltzlab.tempering.wang_landau`) and, every 
 fast chains' level move and the sweep's first layer both use it), so a step costs what two
 plain sweeps cost — the paper's "equal cost to two chains".
 
-**Exchange** (ALGORITHMS-OPEN item 15). ``exchange="swap"`` (default) is a true exchange: the
+**Exchange** (docs/open-questions.md item 15). ``exchange="swap"`` (default) is a true exchange: the
 slow chain takes the stored state and the store takes the old slow state, while the fast
 chain's current ``(x, k)`` is unchanged. ``exchange="copy"`` copies the stored state into the
 slow chain and leaves the store as it was (two chains may then hold the same state).
@@ -47,15 +47,15 @@ from boltzlab.errors import ValidationError
 from boltzlab.models.base import TemperedModel
 from boltzlab.operators.base import Operator
 from boltzlab.rng import resolve_generator
-from boltzlab.sampling import register_scheme
 from boltzlab.tempering.ladders import Ladder
+from boltzlab.tempering.registry import register_scheme
 from boltzlab.tempering.simulated import (
     SimulatedTemperingInfo,
     SimulatedTemperingState,
     SimulatedTemperingSummary,
-    _check_choice,
-    _layers_from_tensors,
-    _layers_to_tensors,
+    check_choice,
+    layers_from_tensors,
+    layers_to_tensors,
     select_terms,
     summarize_levels,
 )
@@ -183,7 +183,7 @@ class CAST:
         )
         self.operator = self.fast.operator
         self.lag = check_positive_int(lag, "lag")
-        self.exchange = _check_choice(exchange, EXCHANGES, "exchange")
+        self.exchange = check_choice(exchange, EXCHANGES, "exchange")
 
     def __repr__(self) -> str:
         return f"CAST(lag={self.lag}, exchange={self.exchange!r}, fast={self.fast!r})"
@@ -261,7 +261,7 @@ class CAST:
 
     def state_tensors(self, state: CASTState) -> dict[str, Tensor]:
         """Named tensors that rebuild ``state`` bit for bit (fast-chain entries prefixed ``fast.``)."""
-        tensors = _layers_to_tensors(state.slow, "slow")
+        tensors = layers_to_tensors(state.slow, "slow")
         tensors.update({f"fast.{key}": value for key, value in self.fast.state_tensors(state.fast).items()})
         tensors["n_steps"] = torch.tensor([state.n_steps], dtype=torch.int64)
         tensors["n_exchanges"] = torch.tensor([state.n_exchanges], dtype=torch.int64)
@@ -275,7 +275,7 @@ class CAST:
         fast = self.fast.state_from_tensors(
             model, {key[len("fast.") :]: value for key, value in tensors.items() if key.startswith("fast.")}
         )
-        slow = _layers_from_tensors(tensors, "slow", model=model)
+        slow = layers_from_tensors(tensors, "slow", model=model)
         if slow.n_chains != fast.chains.n_chains:
             raise ValidationError(
                 f"inconsistent CAST state: {slow.n_chains} slow chains but {fast.chains.n_chains} fast chains"

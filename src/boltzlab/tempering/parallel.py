@@ -1,7 +1,7 @@
 """Parallel tempering (replica exchange) around any transition operator.
 
 Swendsen & Wang (1986), Geyer (1991); for RBMs Desjardins et al. (2010), the baseline of
-Brügge, Fischer & Igel (2013) and Salakhutdinov (2010). ALGORITHMS.md §2.5.
+Brügge, Fischer & Igel (2013) and Salakhutdinov (2010). docs/algorithms.md §2.5.
 
 Each of ``n_chains`` independent *systems* holds one replica per level of an ascending
 ladder ``β_0 < … < β_{K−1} = 1``. Every replica is swept once per step with the operator at
@@ -23,7 +23,7 @@ is invariant. Without the redraw a replica would carry a hidden state drawn at a
 temperature into a state-dependent operator (flip-the-state) and bias it
 (:func:`boltzlab.tempering.base.redraw_summed_layers`).
 
-**Pair schedules** (**[open]**, ALGORITHMS-OPEN.md item 18; ``pairs=``): ``"alternating"``
+**Pair schedules** (**[open]**, docs/open-questions.md item 18; ``pairs=``): ``"alternating"``
 (default) proposes the even pairs ``(0,1), (2,3), …`` on even swap rounds and the odd pairs
 on odd rounds, the deterministic even/odd scheme whose pairs are disjoint and hence
 proposed at once; ``"all"`` proposes every pair in one round, sequentially from the lowest,
@@ -62,10 +62,11 @@ from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, TemperedModel
 from boltzlab.numerics import softplus
 from boltzlab.operators.base import Operator
-from boltzlab.sampling import register_scheme
+from boltzlab.operators.base import resolve as resolve_operator
 from boltzlab.tempering import ladders
 from boltzlab.tempering.base import metropolis_accept, redraw_summed_layers
 from boltzlab.tempering.ladders import Ladder
+from boltzlab.tempering.registry import register_scheme
 from boltzlab.validation import check_positive_int
 
 __all__ = [
@@ -202,7 +203,7 @@ def _select_terms(terms: MarginalTerms, rows: Tensor) -> MarginalTerms:
 
 
 class ParallelTempering:
-    """Parallel tempering with any operator inside (ALGORITHMS.md §2.5).
+    """Parallel tempering with any operator inside (docs/algorithms.md §2.5).
 
     Parameters
     ----------
@@ -252,10 +253,7 @@ class ParallelTempering:
         swap_every: int = 1,
         pairs: str = "alternating",
     ) -> None:
-        if not callable(getattr(operator, "step", None)):
-            raise ValidationError(
-                f"operator must be a transition operator with a step method, got {type(operator).__name__}"
-            )
+        operator = resolve_operator(operator)
         if pairs not in PAIR_SCHEDULES:
             raise ValidationError(
                 f"pairs must be one of {', '.join(map(repr, PAIR_SCHEDULES))}, got {pairs!r}"

@@ -1,6 +1,6 @@
 """Simulated tempering with fixed log-weights, and the level moves that adaptive ST and CAST share.
 
-Simulated tempering (Marinari & Parisi 1992; Geyer & Thompson 1995; ALGORITHMS.md §2.3)
+Simulated tempering (Marinari & Parisi 1992; Geyer & Thompson 1995; docs/algorithms.md §2.3)
 gives every chain a temperature index ``k`` and samples the joint target
 
     q(x, k) ∝ f_{β_k}(x) · exp(−w_k),
@@ -19,7 +19,7 @@ One step of :class:`SimulatedTempering` is
    * ``"metropolis"`` (the WL/CAST move): propose ``k ± 1`` with probability ½ each, the only
      neighbour with probability 1 at the two ends, and accept with
      ``log A = log f_{k'}(x) − w_{k'} − log f_k(x) + w_k + log q(k|k') − log q(k'|k)``; the
-     proposal ratio is 2 or ½ when an end is involved (the ALGORITHMS pitfall: dropping it
+     proposal ratio is 2 or ½ when an end is involved (the docs/algorithms.md §2.3 pitfall: dropping it
      biases the occupancy of the end levels), or
    * ``"gibbs"`` (the RTS move): draw ``k`` from ``q(k | x) = softmax_k(log f_k(x) − w_k)`` by
      inverse CDF with one uniform per chain;
@@ -73,11 +73,12 @@ from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, TemperedModel, log_f_marginal, log_f_marginal_all
 from boltzlab.operators.base import Operator
+from boltzlab.operators.base import resolve as resolve_operator
 from boltzlab.rng import resolve_generator
-from boltzlab.sampling import register_scheme
 from boltzlab.tempering import ladders
 from boltzlab.tempering.base import metropolis_accept, redraw_summed_layers
 from boltzlab.tempering.ladders import Ladder
+from boltzlab.tempering.registry import register_scheme
 from boltzlab.validation import check_positive_int
 
 __all__ = [
@@ -85,6 +86,9 @@ __all__ = [
     "SimulatedTemperingInfo",
     "SimulatedTemperingState",
     "SimulatedTemperingSummary",
+    "check_choice",
+    "layers_from_tensors",
+    "layers_to_tensors",
     "log_proposal_ratio",
     "propose_neighbours",
     "round_trips",
@@ -238,8 +242,8 @@ class SimulatedTempering:
         self.operator = _check_operator(operator)
         self.ladder = ladders.resolve(ladder, n_levels=n_levels, default_levels=10, low=0.0)
         self.log_weights = _check_log_weights(log_weights, self.ladder.size)
-        self.level_move = _check_choice(level_move, LEVEL_MOVES, "level_move")
-        self.target_refresh = _check_choice(target_refresh, TARGET_REFRESHES, "target_refresh")
+        self.level_move = check_choice(level_move, LEVEL_MOVES, "level_move")
+        self.target_refresh = check_choice(target_refresh, TARGET_REFRESHES, "target_refresh")
         self._beta_cache: dict[tuple[torch.dtype, torch.device], tuple[Tensor, Tensor]] = {}
 
     # ------------------------------------------------------------------ helpers
@@ -423,8 +427,8 @@ class SimulatedTempering:
     # ------------------------------------------------------------------ checkpoints
     def state_tensors(self, state: SimulatedTemperingState) -> dict[str, Tensor]:
         """Named tensors that rebuild ``state`` bit for bit (safetensors-ready copies)."""
-        tensors = _layers_to_tensors(state.chains, "chains")
-        tensors.update(_layers_to_tensors(state.last_target, "last_target"))
+        tensors = layers_to_tensors(state.chains, "chains")
+        tensors.update(layers_to_tensors(state.last_target, "last_target"))
         tensors["levels"] = state.levels.clone()
         tensors["log_weights"] = state.log_weights.clone()
         tensors["visits"] = state.visits.clone()
@@ -439,8 +443,8 @@ class SimulatedTempering:
             if key not in tensors:
                 raise ValidationError(f"tensors has no {key!r}: not a {self.name} state")
         levels = tensors["levels"].to(device=device, dtype=torch.int64)
-        chains = _layers_from_tensors(tensors, "chains", model=model)
-        last_target = _layers_from_tensors(tensors, "last_target", model=model)
+        chains = layers_from_tensors(tensors, "chains", model=model)
+        last_target = layers_from_tensors(tensors, "last_target", model=model)
         n_chains = chains.n_chains
         if levels.shape != (n_chains,) or last_target.n_chains != n_chains:
             raise ValidationError(
@@ -492,7 +496,7 @@ def log_proposal_ratio(levels: Tensor, proposed: Tensor, n_levels: int) -> Tenso
 
     ``q(· | j) = 1`` from an end level (one neighbour) and ½ inside, so the ratio is 2 when
     the move leaves an end for an inner level, ½ when it enters an end from an inner level,
-    and 1 otherwise (ALGORITHMS.md §2.3 pitfall).
+    and 1 otherwise (docs/algorithms.md §2.3 pitfall).
     """
 
     def log_q_from(level: Tensor) -> Tensor:
@@ -585,13 +589,13 @@ def summarize_levels(
 
 
 # ---------------------------------------------------------------------- checkpoints
-def _layers_to_tensors(chains: Chains, prefix: str) -> dict[str, Tensor]:
+def layers_to_tensors(chains: Chains, prefix: str) -> dict[str, Tensor]:
     """``{prefix.layer0: …}``: contiguous copies of the layers (β is rebuilt from the levels)."""
     return {f"{prefix}.layer{index}": layer.contiguous().clone() for index, layer in enumerate(chains.layers)}
 
 
-def _layers_from_tensors(tensors: dict[str, Tensor], prefix: str, *, model: TemperedModel) -> Chains:
-    """Inverse of :func:`_layers_to_tensors`, at β = 1, on ``model``'s device and dtype."""
+def layers_from_tensors(tensors: dict[str, Tensor], prefix: str, *, model: TemperedModel) -> Chains:
+    """Inverse of :func:`layers_to_tensors`, at β = 1, on ``model``'s device and dtype."""
     layers = []
     while f"{prefix}.layer{len(layers)}" in tensors:
         layers.append(tensors[f"{prefix}.layer{len(layers)}"].to(device=model.device, dtype=model.dtype))
@@ -615,11 +619,7 @@ def _layers_from_tensors(tensors: dict[str, Tensor], prefix: str, *, model: Temp
 def _check_operator(operator: Operator | str) -> Operator:
     if isinstance(operator, str):
         return operator_registry.get(operator)
-    if not callable(getattr(operator, "step", None)):
-        raise ValidationError(
-            f"operator must be an operator object with a step method or a name such as 'gibbs', "
-            f"got {type(operator).__name__}"
-        )
+    operator = resolve_operator(operator)
     return operator
 
 
@@ -639,7 +639,7 @@ def _check_log_weights(log_weights: Sequence[float] | Tensor | None, n_levels: i
     return weights
 
 
-def _check_choice(value: Any, choices: tuple[str, ...], name: str) -> str:
+def check_choice(value: Any, choices: tuple[str, ...], name: str) -> str:
     if not isinstance(value, str) or value.lower() not in choices:
         raise ValidationError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
     return value.lower()

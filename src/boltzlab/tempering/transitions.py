@@ -1,7 +1,7 @@
 """Tempered transitions: one Metropolis–Hastings move through a ladder, up and back down.
 
 Neal (1996), "Sampling from multimodal distributions using tempered transitions"; used for
-the negative phase of Trans-SAP by Salakhutdinov (2009, 2010). ALGORITHMS.md §2.6.
+the negative phase of Trans-SAP by Salakhutdinov (2009, 2010). docs/algorithms.md §2.6.
 
 Write Neal's ladder ``p_0 = target, p_1, …, p_S = hottest``; boltzlab's ladders are
 ascending (``β_0 < … < β_{K−1} = 1``), so Neal's level ``s`` is ladder index ``K − 1 − s``
@@ -39,7 +39,7 @@ because the operator moves the joint state and the reversal relation holds for t
 visited states. ``log f_β`` is linear in β, so each term of log A is ``(β' − β)·Δ(x)`` with
 ``Δ = log f_1 − log f_0``; Δ of many visited states is evaluated in one batched call. The acceptance rate falls exponentially with model size unless
 ``S`` grows with it (Salakhutdinov 2010 notes large models need many levels); Trans-SAP's
-ladder settings were not recovered (**[open]**, ALGORITHMS-OPEN.md item 18).
+ladder settings were not recovered (**[open]**, docs/open-questions.md item 18).
 """
 
 from __future__ import annotations
@@ -56,10 +56,11 @@ from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import TemperedModel
 from boltzlab.operators.base import Operator
-from boltzlab.sampling import register_scheme
+from boltzlab.operators.base import resolve as resolve_operator
 from boltzlab.tempering import ladders
 from boltzlab.tempering.base import metropolis_accept
 from boltzlab.tempering.ladders import Ladder
+from boltzlab.tempering.registry import register_scheme
 from boltzlab.validation import check_positive_int
 
 __all__ = [
@@ -158,7 +159,7 @@ def _weighted_path_derivatives(
 
 
 class TemperedTransitions:
-    """Tempered transitions with any layerwise operator inside (ALGORITHMS.md §2.6).
+    """Tempered transitions with any layerwise operator inside (docs/algorithms.md §2.6).
 
     Parameters
     ----------
@@ -204,10 +205,7 @@ class TemperedTransitions:
         n_levels: int = 10,
         target_sweeps: int = 0,
     ) -> None:
-        if not callable(getattr(operator, "step", None)):
-            raise ValidationError(
-                f"operator must be a transition operator with a step method, got {type(operator).__name__}"
-            )
+        operator = resolve_operator(operator)
         if isinstance(target_sweeps, bool) or not isinstance(target_sweeps, int) or target_sweeps < 0:
             raise ValidationError(f"target_sweeps must be a non-negative integer, got {target_sweeps!r}")
         self.operator = operator

@@ -1,7 +1,7 @@
 """Adaptive simulated tempering with Wang-Landau weights (Salakhutdinov 2010, Algorithm 1).
 
 Simulated tempering (:mod:`boltzlab.tempering.simulated`) whose log-weights ``w_k = log g_k``
-learn themselves (Wang & Landau 2001; Atchadé & Liu 2010; ALGORITHMS.md §2.4). After each
+learn themselves (Wang & Landau 2001; Atchadé & Liu 2010; docs/algorithms.md §2.4). After each
 level move the weight of the level now occupied grows:
 
     log g_{k_new} ← log g_{k_new} + log(1 + γ_t),
@@ -11,7 +11,7 @@ sign matters: ``−log g`` in the target, ``+`` in the update; the reverse makes
 Only differences of ``log g`` matter, so after every update the weights are re-anchored at
 the target level (``log g_{K−1} = 0``), which keeps them from drifting in float64.
 
-**Adaptation factor** (ALGORITHMS-OPEN.md item 13). The paper prints ``γ_t = 10`` with no
+**Adaptation factor** (docs/open-questions.md item 13). The paper prints ``γ_t = 10`` with no
 decay, and that is the default here: the weights keep moving, forcing systematic sweeps
 through the temperatures — what learning wants (the model changes under the chains anyway),
 but not an exact sampler of any fixed target. For estimation give a decaying schedule,
@@ -19,14 +19,14 @@ but not an exact sampler of any fixed target. For estimation give a decaying sch
 ``gamma(t)``; then ``log g_k − log g_{K−1} → log Z_k − log Z_{K−1}`` and the level histogram
 becomes flat. With ``γ = 0`` the sampler is simulated tempering with fixed weights, bit for bit.
 
-**One weight vector per chain** by default (ALGORITHMS-OPEN item 14: the faithful reading of
+**One weight vector per chain** by default (docs/open-questions.md item 14: the faithful reading of
 "single adaptive chain"): ``n_chains`` independent adaptive chains. ``shared_weights=True``
 gives one vector updated by every chain's level (``log g_k += η_t·#{chains at k}``).
 
 **Ladder.** The paper's 20 inverse temperatures from 1 down to 0.9 are, in boltzlab's
 ascending order, ``ladders.uniform(20, low=0.9)``; its target level ``k = 1`` is our ``K − 1``.
 
-**Learning with adaptive ST** (ALGORITHMS §3.3) alternates plain sweeps with AST runs whose
+**Learning with adaptive ST** (docs/algorithms.md §3.3) alternates plain sweeps with AST runs whose
 weights carry over; a trainer does that by threading this scheme's state. The last β = 1 state
 of each chain, ``last_target``, is what CAST (:mod:`boltzlab.tempering.cast`) feeds to its slow
 chains.
@@ -45,9 +45,9 @@ from torch import Tensor
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import TemperedModel
 from boltzlab.operators.base import Operator
-from boltzlab.sampling import register_scheme
 from boltzlab.tempering import ladders
 from boltzlab.tempering.ladders import Ladder
+from boltzlab.tempering.registry import register_scheme
 from boltzlab.tempering.simulated import SimulatedTempering, SimulatedTemperingState
 
 __all__ = ["AdaptiveSimulatedTempering", "decaying_gamma", "wang_landau_update"]
@@ -119,7 +119,7 @@ class AdaptiveSimulatedTempering(SimulatedTempering):
     Notes
     -----
     With a constant γ > 0 the weights never settle, so the chains are not an exact sampler of
-    any fixed distribution (ALGORITHMS §2.4 pitfalls); use a decaying γ to estimate
+    any fixed distribution (docs/algorithms.md §2.4 pitfalls); use a decaying γ to estimate
     ``log Z_k`` from :meth:`relative_log_z`, and γ = 0 with known weights for exact sampling.
     A level that is never visited keeps its weight.
     """

@@ -7,6 +7,8 @@ phase is a pluggable :class:`NegativePhase`; the data term is the model's
 :class:`Objective`; callbacks track, log, checkpoint and stop.
 """
 
+from boltzlab.training import gaussian_objective as gaussian_objective  # registers its objective
+from boltzlab.training import mean_field_objective as mean_field_objective  # registers its objective
 from boltzlab.training.callbacks import (
     Callback,
     Checkpointer,
@@ -27,7 +29,13 @@ from boltzlab.training.negative import (
     get_phase,
     register_phase,
 )
-from boltzlab.training.objective import Objective, RBMObjective, SufficientStatistics, objective_for
+from boltzlab.training.objective import (
+    Objective,
+    RBMObjective,
+    SufficientStatistics,
+    objective_for,
+    register_objective,
+)
 from boltzlab.training.optim import (
     ConstantSchedule,
     InverseSchedule,
@@ -95,6 +103,7 @@ __all__ = [
     "make_schedule",
     "make_scheduler",
     "objective_for",
+    "register_objective",
     "register_phase",
     "train",
     "with_parameters",

@@ -6,7 +6,7 @@ the run, or keep state that is saved in checkpoints. The ones here track the exa
 log-likelihood of small models, show a progress bar, write the metrics CSV, write checkpoints
 and stop early. Those that write files do so only through :mod:`boltzlab.io` (atomic writes).
 
-Exact tracking computes ``log Z`` by enumeration of the smaller layer (ALGORITHMS.md §1.1),
+Exact tracking computes ``log Z`` by enumeration of the smaller layer (docs/algorithms.md §1.1),
 as in the small-model experiments of Tieleman (2008) and Brügge, Fischer & Igel (2013), where
 the exact log-likelihood of the training data is reported during learning.
 """

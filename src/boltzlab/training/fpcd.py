@@ -1,5 +1,5 @@
 """Fast persistent contrastive divergence, FPCD (Tieleman & Hinton 2009, *Using fast weights
-to improve persistent contrastive divergence*, ICML, §3–4; ALGORITHMS.md §3.2).
+to improve persistent contrastive divergence*, ICML, §3–4; docs/algorithms.md §3.2).
 
 Besides the model's *slow* parameters θ, FPCD keeps *fast* parameters θ_f of the same shapes,
 starting at 0. The persistent chains sample with θ + θ_f; the data term, the model term's
@@ -13,7 +13,7 @@ The fast parameters raise the energy of wherever the chains currently sit, so th
 mode quickly; their strong decay keeps θ + θ_f close to θ. FPCD is not a valid MCMC method
 (the data term pulls the particles into the data's modes, Salakhutdinov 2010, §3.2).
 
-Defaults (ALGORITHMS-OPEN.md item 24): ``fast_decay = 19/20`` per update is corroborated by
+Defaults (docs/open-questions.md item 24): ``fast_decay = 19/20`` per update is corroborated by
 several independent implementations; ``fast_learning_rate`` = the run's initial slow learning
 rate is *recalled, not verified* (as is the paper's slow rate decaying linearly to 0, which
 is ``lr_schedule="linear"`` in :func:`boltzlab.train`).
@@ -121,7 +121,7 @@ class FastPersistentContrastiveDivergence(NegativePhaseBase):
     fast_learning_rate : float >= 0, optional
         Step size of the fast parameters on the applied gradient. ``None`` (default) means the
         run's initial slow learning rate, filled in by the trainer through :meth:`for_run`
-        (recalled from Tieleman & Hinton 2009, not verified: ALGORITHMS-OPEN item 24).
+        (recalled from Tieleman & Hinton 2009, not verified: docs/open-questions.md item 24).
         0 turns FPCD into PCD, bit for bit under the same seed.
     fast_decay : float in [0, 1], default 19/20
         Factor applied to the fast parameters at every update.

@@ -10,7 +10,7 @@ sufficient statistics ``−∂E/∂θ`` are
     log σ_i:   (v_i − b_i)²/σ_i² − (v_i/σ_i)·(Wh)_i        (only with ``learn_std=True``;
                                                           Cho, Raiko & Ilin 2011 learn log σ² alike)
 
-and ``∂/∂θ ⟨log p(v)⟩_data = ⟨−∂E/∂θ⟩_data − ⟨−∂E/∂θ⟩_model`` (ALGORITHMS.md §3.1). Every
+and ``∂/∂θ ⟨log p(v)⟩_data = ⟨−∂E/∂θ⟩_data − ⟨−∂E/∂θ⟩_model`` (docs/algorithms.md §3.1). Every
 statistic is linear in ``h``, so both terms use ``p(h = 1 | v)`` in place of ``h`` — exact for
 the data term, a Rao-Blackwellisation for the model term. As with
 :class:`~boltzlab.training.objective.RBMObjective`, ``write_gradient_`` writes the gradient of
@@ -26,6 +26,8 @@ import torch
 from torch import Tensor
 
 from boltzlab.chains import Chains
+from boltzlab.models.gaussian_rbm import GaussianRBM
+from boltzlab.training.objective import register_objective
 
 __all__ = ["GaussianRBMObjective", "GaussianSufficientStatistics"]
 
@@ -66,7 +68,7 @@ class GaussianRBMObjective:
     --------
     >>> import torch, boltzlab as bl
     >>> model = bl.models.GaussianRBM(n_visible=7, n_hidden=3, generator=0)
-    >>> objective = model.training_objective()
+    >>> objective = bl.training.objective_for(model)
     >>> data = torch.randn(11, 7, generator=torch.Generator().manual_seed(0))
     >>> positive = objective.positive(model, data)
     >>> objective.write_gradient_(model, positive, positive)  # equal terms: zero up to rounding
@@ -152,3 +154,6 @@ class GaussianRBMObjective:
         std = torch.exp(model.log_std)
         reconstruction = torch.addmm(model.visible_bias, hidden, (model.weights * std[:, None]).t())
         return (data - reconstruction).square_().sum(1).mean()
+
+
+register_objective(GaussianRBM)(GaussianRBMObjective)

@@ -1,6 +1,6 @@
 """The training loop behind :func:`boltzlab.train`: one run's mutable state and its updates.
 
-Per update (ALGORITHMS.md §3.1): the next minibatch of a per-epoch permutation; the data term
+Per update (docs/algorithms.md §3.1): the next minibatch of a per-epoch permutation; the data term
 from the model's objective; the negative phase advanced with the current parameters (CD-k,
 Hinton 2002; PCD-k, Tieleman 2008); ``model term − data term`` written into ``.grad``; one
 ``optimizer.step()`` and ``scheduler.step()``.

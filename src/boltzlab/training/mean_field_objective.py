@@ -1,12 +1,12 @@
 """The DBM's training objective: a mean-field data term minus a sampled model term.
 
 Salakhutdinov & Hinton (2009, *Deep Boltzmann machines*, AISTATS, §3) learn a DBM by
-stochastic gradient ascent on the variational lower bound of §1.2 of ALGORITHMS.md,
+stochastic gradient ascent on the variational lower bound of §1.2 of docs/algorithms.md,
 
     B(θ) = ⟨E_Q[−E(v, h; θ)] + H(Q)⟩_data − log Z(θ),
 
 with ``Q(h | v)`` the factorial mean-field posterior. Its gradient is, for each weight
-matrix ``W^l`` and bias ``b^l`` (ALGORITHMS.md §3.1),
+matrix ``W^l`` and bias ``b^l`` (docs/algorithms.md §3.1),
 
     ∂B/∂W^l = ⟨μ^{l−1} μ^{lᵀ}⟩_data − ⟨h^{l−1} h^{lᵀ}⟩_model,    ∂B/∂b^l = ⟨μ^l⟩_data − ⟨h^l⟩_model,
 
@@ -44,9 +44,10 @@ from torch import Tensor
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.models.dbm import DBM
-from boltzlab.models.mean_field import _run_mean_field, variational_lower_bound
+from boltzlab.models.mean_field import mean_field_fixed_point, variational_lower_bound
 from boltzlab.rng import make_generator
 from boltzlab.training.callbacks import Callback, RunView
+from boltzlab.training.objective import register_objective
 from boltzlab.validation import check_nonnegative_int, check_positive_int, require
 
 __all__ = ["DBMStatistics", "MeanFieldObjective", "VariationalBoundTracker"]
@@ -86,7 +87,7 @@ class MeanFieldObjective:
     n_updates : int >= 0, default 5
         Mean-field updates per minibatch (the CAST paper's 5).
     init : {"bottom_up", "zeros"}, default "bottom_up"
-        Mean-field initialisation (ALGORITHMS-OPEN 17; see :mod:`boltzlab.models.mean_field`).
+        Mean-field initialisation (docs/open-questions.md item 17; see :mod:`boltzlab.models.mean_field`).
     rao_blackwellise : bool, default True
         Replace the chains' odd layers by their conditional means given the even layers.
 
@@ -94,7 +95,7 @@ class MeanFieldObjective:
     --------
     >>> import torch, boltzlab as bl
     >>> dbm = bl.DBM(layer_sizes=[7, 3, 2], generator=0)
-    >>> objective = dbm.training_objective()
+    >>> objective = bl.training.objective_for(dbm)
     >>> data = (torch.rand(11, 7, generator=torch.Generator().manual_seed(0)) < 0.5).float()
     >>> [tuple(layer.shape) for layer in objective.positive(dbm, data)]
     [(11, 7), (11, 3), (11, 2)]
@@ -128,7 +129,7 @@ class MeanFieldObjective:
 
         ``data`` is trusted (the trainer validated the whole training set once).
         """
-        return _run_mean_field(model, data, self.n_updates, self.init).means
+        return mean_field_fixed_point(model, data, self.n_updates, self.init).means
 
     @torch.no_grad()
     def negative(self, model: DBM, samples: Chains) -> tuple[Tensor, ...]:
@@ -190,7 +191,7 @@ class MeanFieldObjective:
     @torch.no_grad()
     def reconstruction_error(self, model: DBM, data: Tensor) -> Tensor:
         """``mean_n Σ_i (v_ni − σ(b⁰ + W¹μ¹_n)_i)²`` with μ¹ the mean-field posterior: deterministic."""
-        means = _run_mean_field(model, data, self.n_updates, self.init).means
+        means = mean_field_fixed_point(model, data, self.n_updates, self.init).means
         ones = torch.ones(data.shape[0], dtype=model.dtype, device=model.device)
         reconstruction = model.conditional_logits(0, means, ones).sigmoid_()
         return (data - reconstruction).square_().sum(1).mean()
@@ -296,3 +297,6 @@ class VariationalBoundTracker(Callback):
             bound = variational_lower_bound(model, subset, log_z, n_updates=self.n_mean_field_updates)
             metrics[name] = bound if math.isfinite(bound) else math.nan
         return metrics
+
+
+register_objective(DBM)(MeanFieldObjective)

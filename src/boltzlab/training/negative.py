@@ -1,6 +1,6 @@
 """The negative phase: where the trainer's model-term samples come from.
 
-The log-likelihood gradient needs samples from the model (ALGORITHMS.md §3.1). A *negative
+The log-likelihood gradient needs samples from the model (docs/algorithms.md §3.1). A *negative
 phase* owns whatever chains produce them and advances them once per parameter update with the
 current parameters. CD (Hinton 2002) restarts its chains at the minibatch; PCD / SAP
 (Tieleman 2008; Younes 1988) keeps persistent chains; FPCD, parallel tempering, adaptive
@@ -154,7 +154,7 @@ def register_phase(name: str) -> Callable[[PhaseFactory], PhaseFactory]:
 
 
 # Other names of registered phases: SAP (stochastic approximation, the CAST paper's name) is
-# PCD (ALGORITHMS.md §3.1).
+# PCD (docs/algorithms.md §3.1).
 PHASE_ALIASES = {"sap": "pcd"}
 
 

@@ -4,7 +4,7 @@ For an energy linear in its parameters θ, the gradient of the average log-likel
 
     ∂/∂θ ⟨log p(v)⟩_data = ⟨−∂E/∂θ⟩_data − ⟨−∂E/∂θ⟩_model,
 
-for an RBM ``⟨v hᵀ⟩, ⟨v⟩, ⟨h⟩`` (Hinton 2002, eq. 5; Tieleman 2008, eq. 2; ALGORITHMS.md
+for an RBM ``⟨v hᵀ⟩, ⟨v⟩, ⟨h⟩`` (Hinton 2002, eq. 5; Tieleman 2008, eq. 2; docs/algorithms.md
 §3.1). The data term uses ``p(h|v)`` exactly. The model term uses the negative phase's visible
 samples ``v⁻`` with their hidden units *Rao-Blackwellised*: ``p(h|v⁻)`` in place of a sampled
 ``h``, which has the same expectation under the model and lower variance.
@@ -12,13 +12,15 @@ samples ``v⁻`` with their hidden units *Rao-Blackwellised*: ``p(h|v⁻)`` in p
 ``torch.optim`` minimises, so :meth:`RBMObjective.write_gradient_` writes the gradient of the
 *negative* average log-likelihood into ``.grad``: model term − data term.
 
-The objective is the model's hook into the trainer: a model provides one through a
-``training_objective()`` method (a DBM will return a mean-field objective, Salakhutdinov &
-Hinton 2009), and :func:`objective_for` falls back to :class:`RBMObjective` for RBMs.
+Models know nothing of training (docs/architecture.md, "Layout"): an objective module files
+its objective under the model class it trains with :func:`register_objective` (the DBM's
+mean-field objective, Salakhutdinov & Hinton 2009; the Gaussian-binary RBM's), and
+:func:`objective_for` finds it by the model's class, most specific first.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -29,7 +31,7 @@ from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.models.rbm import RBM
 
-__all__ = ["Objective", "RBMObjective", "SufficientStatistics", "objective_for"]
+__all__ = ["Objective", "RBMObjective", "SufficientStatistics", "objective_for", "register_objective"]
 
 
 @runtime_checkable
@@ -154,13 +156,34 @@ class RBMObjective:
         return (data - reconstruction).square_().sum(1).mean()
 
 
+_OBJECTIVES: dict[type, Callable[[], Objective]] = {}
+
+
+def register_objective(model_class: type) -> Callable[[Callable[[], Objective]], Callable[[], Objective]]:
+    """Decorator: ``factory()`` builds the objective that trains models of ``model_class``.
+
+    >>> from boltzlab.models import RBM
+    >>> type(objective_for(RBM(n_visible=7, n_hidden=3, generator=0))).__name__
+    'RBMObjective'
+    """
+
+    def decorate(factory: Callable[[], Objective]) -> Callable[[], Objective]:
+        _OBJECTIVES[model_class] = factory
+        return factory
+
+    return decorate
+
+
 def objective_for(model: Any) -> Objective:
-    """The model's training objective: its ``training_objective()``, or :class:`RBMObjective`."""
-    hook = getattr(model, "training_objective", None)
-    if callable(hook):
-        return hook()
-    if isinstance(model, RBM):
-        return RBMObjective()
+    """The objective registered for the most specific class of ``model`` (its MRO order)."""
+    for cls in type(model).__mro__:
+        factory = _OBJECTIVES.get(cls)
+        if factory is not None:
+            return factory()
     raise ValidationError(
-        f"cannot train a {type(model).__name__}: it is not an RBM and has no training_objective() method"
+        f"cannot train a {type(model).__name__}: no training objective is registered for it "
+        "(boltzlab.training.register_objective)"
     )
+
+
+register_objective(RBM)(RBMObjective)

@@ -7,7 +7,7 @@ update ``t`` (counted from 0) uses ``learning_rate · f(t)``:
 * ``"constant"``: ``f(t) = 1``;
 * ``"linear"``: ``f(t) = max(0, 1 − t/T)``, decaying to 0 at the end of a ``T``-update run;
 * ``"inverse"``: ``f(t) = c/(c + t)``. With ``learning_rate = 0.005`` and ``c = 2000`` this is
-  the ``lr_t = 10/(2000 + t)`` of Salakhutdinov (2010, CAST; ALGORITHMS.md §3.1), which meets
+  the ``lr_t = 10/(2000 + t)`` of Salakhutdinov (2010, CAST; docs/algorithms.md §3.1), which meets
   the Robbins–Monro conditions ``Σ lr_t = ∞``, ``Σ lr_t² < ∞`` of stochastic approximation
   (Younes 1988; Tieleman 2008).
 

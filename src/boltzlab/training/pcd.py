@@ -1,6 +1,6 @@
 """Persistent contrastive divergence, PCD-k (Tieleman 2008, *Training restricted Boltzmann
 machines using approximations to the likelihood gradient*, ICML, §3), the stochastic
-approximation procedure of Younes (1988) also called SAP (ALGORITHMS.md §3.1).
+approximation procedure of Younes (1988) also called SAP (docs/algorithms.md §3.1).
 
 ``n_chains`` negative chains persist across updates; each update advances them by ``k``
 sweeps of any transition operator *with the current parameters*, then the model term uses

@@ -5,7 +5,7 @@ a stack of RBMs trained one layer at a time, each on the hidden activities of th
 (Hinton, Osindero & Teh 2006). Their recipe also doubles the bottom RBM's visible input and the
 top RBM's hidden input ("tied copies") so that the interior layers, which in the DBM hear both
 neighbours, are not counted twice. Those details are outside the papers this project follows
-(ALGORITHMS-OPEN 17), so this module implements a documented simple version without the
+(docs/open-questions.md item 17), so this module implements a documented simple version without the
 doubling:
 
 1. RBM ``l`` (``n_{l−1} × n_l``) is trained by :func:`boltzlab.train` (CD-1 by default) on

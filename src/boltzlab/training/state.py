@@ -4,7 +4,7 @@ A checkpoint holds everything that determines the rest of a run — model parame
 optimiser state (momentum buffers), scheduler state, the negative phase's state (persistent
 chains), the generator's state, the update and epoch counters with the epoch's permutation
 and the position inside it, the history so far and the configuration — so that resuming
-gives, bit for bit, the run that was not interrupted (DESIGN.md, "Files"). Tensors go into
+gives, bit for bit, the run that was not interrupted (docs/architecture.md, "Files"). Tensors go into
 the safetensors payload, everything else into its JSON header; this module only converts
 between :class:`TrainState` and :class:`boltzlab.io.Checkpoint`, it writes nothing.
 """

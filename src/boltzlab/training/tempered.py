@@ -1,6 +1,6 @@
 """Negative phases run by tempering schemes: PT learning, CAST, Trans-SAP and adaptive-ST learning.
 
-Stochastic approximation (SAP = PCD, ALGORITHMS.md §3.1) needs persistent chains that keep
+Stochastic approximation (SAP = PCD, docs/algorithms.md §3.1) needs persistent chains that keep
 sampling the model as its parameters move. When the model grows sharp modes, single-site
 operators stop crossing between them and the gradient's model term goes stale. These phases
 let several temperatures move the chains instead, with any operator inside:
@@ -9,15 +9,15 @@ let several temperatures move the chains instead, with any operator inside:
   §5): ``n_chains`` parallel-tempering systems; per update ``k`` sweeps of every replica and
   then one swap round; the β = 1 replicas feed the gradient. Default ladder uniform in
   β ∈ [0, 1] with 10 levels, as in Brügge et al.; Desjardins et al.'s ladders and pair
-  schedule were not recovered (ALGORITHMS-OPEN.md item 18).
+  schedule were not recovered (docs/open-questions.md item 18).
 * ``"cast"`` — CAST learning (Salakhutdinov 2010, *Learning deep Boltzmann machines using
-  adaptive MCMC*, §4; ALGORITHMS.md §3.4): ``n_chains`` slow chains at β = 1 coupled to
+  adaptive MCMC*, §4; docs/algorithms.md §3.4): ``n_chains`` slow chains at β = 1 coupled to
   ``n_chains`` fast Wang–Landau adaptive-ST chains; the paper's defaults (20 levels 1 → 0.9,
   swap lag 50, γ = 10).
-* ``"trans-sap"`` — Trans-SAP (Salakhutdinov 2009; ALGORITHMS.md §2.6): the persistent chains
+* ``"trans-sap"`` — Trans-SAP (Salakhutdinov 2009; docs/algorithms.md §2.6): the persistent chains
   make one tempered-transition move (Neal 1996) per step. Its ladder and schedule were not
-  recovered (ALGORITHMS-OPEN.md item 18): the defaults here are ours, not the paper's.
-* ``"ast"`` — adaptive-ST learning (Salakhutdinov 2010, §3; ALGORITHMS.md §3.3): ``N`` updates
+  recovered (docs/open-questions.md item 18): the defaults here are ours, not the paper's.
+* ``"ast"`` — adaptive-ST learning (Salakhutdinov 2010, §3; docs/algorithms.md §3.3): ``N`` updates
   of plain operator sweeps (SAP) alternate with one run of adaptive simulated tempering whose
   Wang–Landau weights carry over from run to run. The paper gives no ``N`` (CAST was
   introduced to avoid choosing it), so ``sap_updates`` and ``run_length`` are ours.
@@ -352,7 +352,7 @@ class AdaptiveTemperingLearningState:
 
 
 class AdaptiveTemperingLearning(NegativePhaseBase):
-    """Adaptive-ST learning: SAP updates alternating with adaptive-ST runs (ALGORITHMS §3.3).
+    """Adaptive-ST learning: SAP updates alternating with adaptive-ST runs (docs/algorithms.md §3.3).
 
     Every ``sap_updates + 1`` updates form a cycle: ``sap_updates`` updates each sweep the
     persistent chains ``k`` times at β = 1 with the operator (SAP); the next update instead
@@ -371,7 +371,7 @@ class AdaptiveTemperingLearning(NegativePhaseBase):
         Operator sweeps per SAP update.
     n_chains : int, default 100
     sap_updates : int, default 100
-        ``N``: SAP updates between runs. The paper gives no value (ALGORITHMS §3.3); ours.
+        ``N``: SAP updates between runs. The paper gives no value (docs/algorithms.md §3.3); ours.
     run_length : int, default 100
         Adaptive-ST steps per run (each one sweep of every chain plus a level move). Ours:
         long enough for round trips through the paper's 20-level ladder (a Wang–Landau walk
@@ -600,7 +600,7 @@ def _make_trans_sap(
     """Trans-SAP: per update ``k`` tempered-transition moves of every persistent chain, each
     followed by ``target_sweeps`` plain sweeps at β = 1.
 
-    The defaults are ours, not the paper's (ALGORITHMS-OPEN.md item 18): a uniform ladder of
+    The defaults are ours, not the paper's (docs/open-questions.md item 18): a uniform ladder of
     ``n_levels`` in [0, 1], and one plain sweep after each move so that the chains move as in
     SAP where the move's acceptance collapses (large models need many more levels).
     """

@@ -1,8 +1,8 @@
 """Tracking the log-likelihood during training with Rao-Blackwellized tempered sampling (RTS).
 
 Carlson, Stinson, Pakman & Paninski (2016), *Partition functions from Rao-Blackwellized
-tempered sampling*, ICML, §4.4 and eq. 9; ALGORITHMS.md §4.3 ("Tracking log-likelihood during
-training"); ALGORITHMS-OPEN.md items 10 and 11.
+tempered sampling*, ICML, §4.4 and eq. 9; docs/algorithms.md §4.3 ("Tracking log-likelihood during
+training"); docs/open-questions.md items 10 and 11.
 
 **The negative phase** ``"rts"`` (:class:`RTSTracking`) keeps ``n_chains`` simulated-tempering
 chains on an ascending ladder ``0 = β_0 < … < β_{K−1} = 1`` from one parameter update to the
@@ -10,7 +10,7 @@ next. They sample the joint
 
     q(x, k) ∝ f_k(x)·r_k / Ẑ_k,        q(β_k | x) = softmax_k(log f_k(x) + log r_k − log Ẑ_k),
 
-with the hidden-summed, normalised-base ``f_k`` of ALGORITHMS §1.3 — the same function as the
+with the hidden-summed, normalised-base ``f_k`` of docs/algorithms.md §1.3 — the same function as the
 RTS estimator (:mod:`boltzlab.estimators.rts`), so ``Ẑ_k`` estimates ``Z(β_k)`` with
 ``Z(0) = 1`` — and the prior ``r_k ∝ exp(2β_k)`` of the paper (more chains near β = 1, so more
 model-term samples, at the price of a noisier ``log Ẑ``). Each update makes ``k`` sweeps with
@@ -34,7 +34,7 @@ chains at the highest level reached stand in for them.
 
 **Keeping Ẑ current.** After the sweeps, ``ĉ_k = Σ q(β_k | x)/(n_chains·k)`` over the update's
 sweeps, and the damped update of the paper is applied to every level
-(:func:`~boltzlab.estimators.rts.rts_tracking_update`). Both are ALGORITHMS-OPEN item 10 — the
+(:func:`~boltzlab.estimators.rts.rts_tracking_update`). Both are docs/open-questions.md item 10 — the
 paper writes the update for ``Ẑ_K`` only and does not say whether ``ĉ`` uses all 25 sweeps —
 and both alternatives are parameters (``update_levels="target"``, ``c_hat_sweeps="last-sweep"``):
 
@@ -61,7 +61,7 @@ is then left out).
 **Start.** ``init`` draws the chains from the model's base and runs the initial iterations of
 the paper's §2.4: up to ``n_initial_iterations`` (10) of ``initial_sweeps`` (50) sweeps, each
 from the previous states with fresh uniformly drawn levels, replacing ``Ẑ`` by the RTS
-estimate after each, stopping once ``max_k |ĉ_k/r_k − 1| < stop_tolerance`` (ALGORITHMS-OPEN
+estimate after each, stopping once ``max_k |ĉ_k/r_k − 1| < stop_tolerance`` (docs/open-questions.md
 item 11). They run with the model as it is at the start of training (the paper pretrains with
 CD-1 first); :func:`~boltzlab.estimators.tempered_samples.collect_tempered_samples` does the
 same for estimation but does not hand back its chains, so the loop here is its own, built
@@ -90,15 +90,16 @@ from torch import Tensor
 
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
+from boltzlab.estimators.likelihood import log_likelihood
 from boltzlab.estimators.rts import rts_log_z, rts_tracking_update, stopping_statistic
 from boltzlab.estimators.tempered_samples import (
     check_initial_log_z,
     level_log_probabilities,
     resolve_log_prior,
 )
-from boltzlab.estimators.likelihood import log_likelihood
 from boltzlab.models.base import MarginalTerms
 from boltzlab.operators.base import Operator
+from boltzlab.operators.base import resolve as resolve_operator
 from boltzlab.tempering import ladders
 from boltzlab.tempering.base import redraw_summed_layers
 from boltzlab.tempering.ladders import Ladder
@@ -242,7 +243,7 @@ class RTSTracking(NegativePhaseBase):
     ladder : Ladder or sequence of float, optional
         Ascending inverse temperatures from 0 to 1. Default ``n_levels`` equally spaced.
     n_levels : int, optional
-        Levels of the default ladder (100, the paper's K, linear by ALGORITHMS-OPEN item 9).
+        Levels of the default ladder (100, the paper's K, linear by docs/open-questions.md item 9).
     prior : "exp2beta", "uniform", callable or sequence of float, default "exp2beta"
         ``r_k`` (:func:`~boltzlab.estimators.tempered_samples.resolve_log_prior`); the paper's
         tracking prior ``r_k ∝ exp(2β_k)`` by default.
@@ -269,10 +270,10 @@ class RTSTracking(NegativePhaseBase):
         ``Ẑ`` (simulated-tempering learning without tracking; used to time the tracking).
     c_hat_sweeps : {"all-sweeps", "last-sweep"}, default "all-sweeps"
         ``ĉ`` from every sweep of the update, or only from the last one (the paper does not say
-        which, ALGORITHMS-OPEN item 10; all sweeps is our default).
+        which, docs/open-questions.md item 10; all sweeps is our default).
     update_levels : {"all", "target"}, default "all"
         Apply the damped update to every level (default: the sampler needs every ``Ẑ_k``,
-        ALGORITHMS-OPEN item 10), or, as the paper writes it, to ``Ẑ_K`` alone (the other
+        docs/open-questions.md item 10), or, as the paper writes it, to ``Ẑ_K`` alone (the other
         weights then stay at their initial values and the level occupancy drifts).
 
     Examples
@@ -309,8 +310,7 @@ class RTSTracking(NegativePhaseBase):
         c_hat_sweeps: str = "all-sweeps",
         update_levels: str = "all",
     ) -> None:
-        if not callable(getattr(operator, "step", None)):
-            raise ValidationError(f"operator must have a step() method, got {type(operator).__name__}")
+        operator = resolve_operator(operator)
         self.operator = operator
         self.k = check_positive_int(k, "k")
         self.n_chains = check_positive_int(n_chains, "n_chains")

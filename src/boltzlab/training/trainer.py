@@ -1,7 +1,7 @@
 """``train``: the public door of the trainer — validate, assemble, run.
 
 Trains by stochastic gradient ascent on the average log-likelihood, data term − model term
-(ALGORITHMS.md §3.1), with CD-k (Hinton 2002, *Training products of experts by minimizing
+(docs/algorithms.md §3.1), with CD-k (Hinton 2002, *Training products of experts by minimizing
 contrastive divergence*) or PCD-k / SAP (Tieleman 2008, *Training restricted Boltzmann
 machines using approximations to the likelihood gradient*; Younes 1988) and any transition
 operator (Brügge, Fischer & Igel 2013), stepped by ``torch.optim``.

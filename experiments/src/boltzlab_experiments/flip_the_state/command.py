@@ -1,0 +1,161 @@
+"""``boltzlab reproduce flip-the-state``: does flip-the-state beat Gibbs where Brügge et al. say it does?
+
+Brügge, Fischer & Igel (2013); docs/algorithms.md §2.2: SLEM fractions, learning curves with a
+Wilcoxon test, autocorrelation times and class changes, and a ``summary.md`` that says whether
+flip beat Gibbs where the paper says it does. The computations are the pure functions of
+:mod:`boltzlab_experiments.flip_the_state`; this module loads data, shows progress, writes
+the files (:mod:`~boltzlab_experiments.flip_the_state.report`) and prints.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from boltzlab import data as datasets
+from boltzlab.cli.common import command_options, format_seconds, format_table, report_written
+from boltzlab.errors import BoltzlabError, ValidationError
+from boltzlab_experiments.cli import choose_preset, data_root_option, default_to_one_thread, progress_bar
+from boltzlab_experiments.flip_the_state.config import FlipTheStateConfig
+from boltzlab_experiments.flip_the_state.findings import findings
+from boltzlab_experiments.flip_the_state.learning import run_learning, wilcoxon_table
+from boltzlab_experiments.flip_the_state.mixing import run_mixing
+from boltzlab_experiments.flip_the_state.modes import run_mode_hopping
+from boltzlab_experiments.flip_the_state.report import (
+    learning_files,
+    mixing_files,
+    mixing_markdown,
+    modes_markdown,
+    slem_files,
+    wilcoxon_markdown,
+)
+from boltzlab_experiments.flip_the_state.slem import run_slem
+from boltzlab_experiments.flip_the_state.summary import summary_markdown
+from boltzlab_experiments.tables import write_text
+
+__all__ = ["PARTS", "flip_the_state", "load_datasets", "parse_parts"]
+
+PARTS = ("slem", "learning", "mixing")
+
+
+def parse_parts(text: str) -> tuple[str, ...]:
+    """``"slem,mixing"`` → ``("slem", "mixing")``, in the study's order; unknown names refused."""
+    names = [name.strip().lower() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in PARTS]
+    if unknown or not names:
+        raise ValidationError(f"--parts takes a comma-separated list of {', '.join(PARTS)}, got {text!r}")
+    return tuple(part for part in PARTS if part in names)
+
+
+def load_datasets(
+    config: FlipTheStateConfig, parts: Sequence[str], root: Path | None, seed: int
+) -> tuple[dict[str, datasets.Dataset], dict[str, str]]:
+    """Every dataset the parts need; the ones that cannot be loaded are skipped with the reason."""
+    loaded, skipped = {}, {}
+    for spec in config.datasets(parts):
+        try:
+            loaded[spec.name] = datasets.load(spec.source, root=root, generator=seed, **dict(spec.options))
+        except (BoltzlabError, OSError) as error:
+            skipped[spec.name] = " ".join(str(error).split())
+    return loaded, skipped
+
+
+@click.command(
+    "flip-the-state",
+    epilog="""\b
+Example:
+  boltzlab reproduce flip-the-state --out results/flip --data-root /path/to/data
+  boltzlab reproduce flip-the-state --parts slem,mixing --seed 3 --out results/flip-3""",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("flip-the-state"),
+    show_default=True,
+    metavar="DIR",
+    help="Directory for the figures, tables and summary.md.",
+)
+@click.option(
+    "--full", is_flag=True, help="The paper's sizes (days on two cores) instead of the scaled default."
+)
+@click.option(
+    "--tiny", is_flag=True, help="Toy sizes (seconds), to check the pipeline; the numbers mean nothing."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Study seed.")
+@data_root_option("MNIST")
+@click.option(
+    "--parts",
+    default=",".join(PARTS),
+    show_default=True,
+    help="Comma-separated parts to run: slem, learning, mixing.",
+)
+@command_options
+def flip_the_state(out: Path, full: bool, tiny: bool, seed: int, data_root: Path | None, parts: str) -> None:
+    """Brügge et al. (2013) again: does flip-the-state beat Gibbs where the paper says it does?
+
+    \b
+    Parts (--parts):
+      slem      fraction of random RBMs whose flip sweep has the smaller SLEM, against the weight scale
+      learning  exact log-likelihood curves of CD, PCD and PT with Gibbs and flip; Wilcoxon test
+      mixing    autocorrelation time of the energy on MNIST RBMs; class changes on Artificial Modes
+    Writes slem.png/.csv, learning-*.png/.csv, wilcoxon.csv/.md, mixing.csv/.md/.png,
+    modes.csv/.md and summary.md. The scaled default takes a few minutes on two cores.
+    """
+    config = choose_preset(FlipTheStateConfig, full, tiny)
+    chosen = parse_parts(parts)
+    default_to_one_thread(full=full)
+    loaded, skipped = load_datasets(config, chosen, data_root, seed)
+    click.echo(f"flip-the-state study ({config.label}): {', '.join(chosen)}; writing to {out}/")
+    timings: dict[str, float] = {}
+    tables: dict[str, str] = {}
+    written: list[Path] = []
+    slem = learning = mixing = modes = None
+    if "slem" in chosen:
+        started = time.perf_counter()
+        slem = run_slem(config, generator=seed)
+        timings["slem"] = time.perf_counter() - started
+        tables["slem"] = "```\n" + slem.table() + "\n```"
+        written += slem_files(out, slem)
+    if "learning" in chosen:
+        started = time.perf_counter()
+        with progress_bar("learning") as progress:
+            learning = run_learning(config, loaded, generator=seed, progress=progress)
+        timings["learning"] = time.perf_counter() - started
+        if learning.runs:
+            tables["learning"] = wilcoxon_markdown(wilcoxon_table(learning))
+            written += learning_files(out, learning)
+        else:
+            learning = None
+    if "mixing" in chosen:
+        if config.mixing_data.name in loaded:
+            started = time.perf_counter()
+            with progress_bar("mixing") as progress:
+                mixing = run_mixing(
+                    config, loaded[config.mixing_data.name], generator=seed, progress=progress
+                )
+            timings["mixing (τ)"] = time.perf_counter() - started
+            tables["mixing"] = mixing_markdown(mixing)
+        started = time.perf_counter()
+        mode_data = {
+            p_mut: loaded[spec.name]
+            for p_mut, spec in zip(config.mode_p_mut, config.mode_data(), strict=True)
+            if spec.name in loaded
+        }
+        with progress_bar("mode hopping") as progress:
+            modes = run_mode_hopping(config, mode_data, generator=seed, progress=progress)
+        timings["mode hopping"] = time.perf_counter() - started
+        tables["modes"] = modes_markdown(modes)
+        written += mixing_files(out, mixing, modes)
+    found = findings(slem=slem, learning=learning, mixing=mixing, modes=modes)
+    summary = summary_markdown(
+        config, found, parts=chosen, seed=seed, tables=tables, timings=timings, skipped=skipped
+    )
+    written.append(write_text(out / "summary.md", summary))
+    for name, reason in skipped.items():
+        click.echo(f"skipped {name}: {reason}", err=True)
+    click.echo(format_table(["part", "verdict"], [[finding.part, finding.verdict] for finding in found]))
+    click.echo(f"done in {format_seconds(sum(timings.values()))}")
+    report_written(written)

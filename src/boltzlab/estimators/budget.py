@@ -1,0 +1,92 @@
+"""Estimator options at a matched cost: Gibbs sweeps per chain, the x-axis of the papers' figures.
+
+Carlson, Stinson, Pakman & Paninski (2016, Fig. 3; docs/algorithms.md §4.3 "Headline figures")
+compare estimators at equal numbers of Gibbs sweeps per chain: AIS and RAISE get as many
+temperatures as the sweeps (``K`` temperatures cost ``K − 1`` sweeps per AIS chain and ``K``
+per reverse RAISE chain), and the tempered-sampling estimators (RTS, TS, TI, TI-RB, MBAR)
+split the sweeps between their initial iterations and the long run (:func:`tempered_budget`).
+``boltzlab evaluate --budget`` and the accuracy reproductions use :func:`matched_options`.
+"""
+
+from __future__ import annotations
+
+from boltzlab.errors import ValidationError
+from boltzlab.validation import check_positive_int
+
+__all__ = ["ANNEALING_METHODS", "TEMPERED_METHODS", "matched_options", "tempered_budget"]
+
+ANNEALING_METHODS = ("ais", "raise")
+TEMPERED_METHODS = ("rts", "ts", "ti", "ti-rb", "mbar")
+
+
+def tempered_budget(
+    total_sweeps: int, *, n_initial_iterations: int = 10, initial_sweeps: int = 50
+) -> dict[str, int]:
+    """Options of the tempered-sampling estimators that spend at most ``total_sweeps`` per chain.
+
+    The paper's initial phase (``n_initial_iterations`` of ``initial_sweeps``, 10 × 50) is
+    shrunk to at most half of the total, and the long run gets the rest. The initial phase may
+    stop early, so the cost actually spent (the estimate's ``cost_sweeps``) can be lower.
+
+    Parameters
+    ----------
+    total_sweeps : int
+        Sweeps per chain, at least ``2·n_initial_iterations``.
+    n_initial_iterations, initial_sweeps : int, default 10 and 50
+        The initial phase at full size.
+
+    Returns
+    -------
+    dict
+        ``n_initial_iterations``, ``initial_sweeps`` and ``n_sweeps`` (the long run), whose
+        ``n_initial_iterations·initial_sweeps + n_sweeps`` equals ``total_sweeps``.
+
+    Examples
+    --------
+    >>> tempered_budget(1000)
+    {'n_initial_iterations': 10, 'initial_sweeps': 50, 'n_sweeps': 500}
+    """
+    total_sweeps = check_positive_int(total_sweeps, "total_sweeps")
+    if total_sweeps < 2 * n_initial_iterations:
+        raise ValidationError(
+            f"a tempered estimator needs at least {2 * n_initial_iterations} sweeps per chain "
+            f"({n_initial_iterations} initial iterations and a long run), got {total_sweeps}"
+        )
+    per_iteration = min(initial_sweeps, total_sweeps // (2 * n_initial_iterations))
+    return {
+        "n_initial_iterations": n_initial_iterations,
+        "initial_sweeps": per_iteration,
+        "n_sweeps": total_sweeps - n_initial_iterations * per_iteration,
+    }
+
+
+def matched_options(method: str, sweeps_per_chain: int) -> dict[str, int]:
+    """Estimator options that cost ``sweeps_per_chain`` Gibbs sweeps per chain (the papers' x-axis).
+
+    AIS and RAISE get that many temperatures (RTS paper, Fig. 3: "as many temperatures as RTS's
+    total sweeps"); the tempered-sampling methods get :func:`tempered_budget`; ``"exact"``
+    takes none.
+
+    Parameters
+    ----------
+    method : str
+        ``"exact"``, one of :data:`ANNEALING_METHODS` or one of :data:`TEMPERED_METHODS`
+        (any case).
+    sweeps_per_chain : int
+
+    Returns
+    -------
+    dict
+        Keyword arguments for :func:`boltzlab.estimate_log_z`.
+    """
+    method = method.lower()
+    if method == "exact":
+        return {}
+    if method in ANNEALING_METHODS:
+        return {"n_temperatures": check_positive_int(sweeps_per_chain, "sweeps_per_chain")}
+    if method in TEMPERED_METHODS:
+        return tempered_budget(sweeps_per_chain)
+    raise ValidationError(
+        f"no matched budget is defined for method {method!r}; it is defined for exact, "
+        f"{', '.join(ANNEALING_METHODS + TEMPERED_METHODS)}"
+    )

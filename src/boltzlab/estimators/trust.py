@@ -1,0 +1,176 @@
+"""The verdict on an estimate: which diagnostics ran, which failed, and why (docs/trust.md).
+
+Every stochastic estimator fills :class:`~boltzlab.estimators.result.LogZEstimate`'s
+``reliable`` and ``warnings`` from what it can see. The checks are pure functions of the
+estimator's own by-products (log-weights, per-group estimates, level visits, round trips);
+each returns ``None`` when it passes or one sentence naming the diagnostic, its value and
+the threshold when it fails. :class:`Verdict` collects them and stamps an estimate.
+
+The thresholds below were calibrated on RBMs small enough to enumerate, trained both ways
+(CD, which anneals easily, and long PCD, which does not): they are set where the models
+whose estimates were right stayed quiet and the confident misses were caught. The figures
+behind them are in docs/trust.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from scipy import stats
+from torch import Tensor
+
+from boltzlab.estimators.lower_bound import LowerBound
+from boltzlab.estimators.result import LogZEstimate
+from boltzlab.numerics import ess, log_mean_exp_stderr
+
+__all__ = [
+    "GROUP_AGREEMENT_P_VALUE",
+    "LOWER_BOUND_SLACK",
+    "MIN_ESS",
+    "MIN_ESS_FRACTION",
+    "MIN_ROUND_TRIPS",
+    "Verdict",
+    "check_ess",
+    "check_group_agreement",
+    "check_lower_bound",
+    "check_round_trips",
+    "check_stderr",
+    "group_log_means",
+]
+
+#: An importance-weighted estimate needs this many effective samples ...
+MIN_ESS = 5.0
+#: ... and this fraction of its chains; below either, the weights are degenerate and the
+#: delta-method standard error is itself unreliable.
+MIN_ESS_FRACTION = 0.01
+#: Independent chain groups whose estimates scatter beyond their own error bars with a
+#: chi-square p-value under this have not converged to one answer.
+GROUP_AGREEMENT_P_VALUE = 1e-3
+#: How far (nats), besides 4 standard errors, an estimate may sit below a certified lower
+#: bound before it is called wrong (float rounding and nothing else).
+LOWER_BOUND_SLACK = 0.01
+#: Round trips per chain between the ends of a ladder below which a tempered estimate has
+#: not sampled the ladder (a chain that never went down and up again knows one end only).
+MIN_ROUND_TRIPS = 1.0
+
+
+@dataclass
+class Verdict:
+    """Collects failed checks; ``apply`` stamps them on an estimate.
+
+    ``notes`` are sentences worth showing that do not make the estimate unreliable (e.g.
+    that a check could not be run).
+    """
+
+    failures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def check(self, message: str | None) -> None:
+        """Record ``message`` as a failure unless it is ``None`` (the check passed)."""
+        if message is not None:
+            self.failures.append(message)
+
+    def note(self, message: str) -> None:
+        """Record a sentence that does not change the verdict."""
+        self.notes.append(message)
+
+    def apply(self, estimate: LogZEstimate) -> LogZEstimate:
+        """``estimate`` with these failures and notes added to its own."""
+        reliable = estimate.reliable and not self.failures
+        warnings = tuple(estimate.warnings) + tuple(self.failures) + tuple(self.notes)
+        return dataclasses.replace(estimate, reliable=reliable, warnings=warnings)
+
+
+def check_stderr(stderr: float) -> str | None:
+    """A stochastic estimate's standard error must be finite and positive."""
+    if not math.isfinite(stderr):
+        return f"standard error is {stderr} (not finite): the estimate has no usable error bar"
+    if stderr <= 0.0:
+        return "standard error is 0 although the estimate is random: its spread could not be measured"
+    return None
+
+
+def check_ess(log_weights: Tensor, *, what: str = "importance weights") -> str | None:
+    """The effective sample size of ``log_weights`` is at least ``MIN_ESS`` and ``MIN_ESS_FRACTION``."""
+    n = log_weights.numel()
+    value = ess(log_weights)
+    need = max(MIN_ESS, MIN_ESS_FRACTION * n) if n >= MIN_ESS else 1.0
+    if value < need:
+        return (
+            f"effective sample size of the {what} is {value:.1f} of {n} chains, below {need:.0f}: "
+            "a few chains carry the estimate and its error bar"
+        )
+    return None
+
+
+def group_log_means(log_weights: Tensor, n_groups: int) -> tuple[Tensor, Tensor]:
+    """Per-group ``log mean exp`` of log-weights and its delta-method standard error.
+
+    Chains are split into ``n_groups`` contiguous groups (chains are independent, so any
+    split is). Returns two float64 tensors of shape ``(n_groups,)``.
+    """
+    lw = log_weights.to(torch.float64).flatten()
+    groups = lw[: (lw.numel() // n_groups) * n_groups].view(n_groups, -1)
+    log_mean = torch.logsumexp(groups, 1) - math.log(groups.shape[1])
+    stderr = torch.tensor([log_mean_exp_stderr(group) for group in groups], dtype=torch.float64)
+    return log_mean, stderr
+
+
+def check_group_agreement(
+    values: Sequence[float] | Tensor, stderrs: Sequence[float] | Tensor, *, what: str = "chain groups"
+) -> str | None:
+    """Independent estimates agree within their error bars (chi-square about their weighted mean).
+
+    A group with a zero or non-finite error bar makes the test meaningless, so the spread of
+    the values themselves is used for every group then.
+    """
+    x = torch.as_tensor(values, dtype=torch.float64).flatten()
+    s = torch.as_tensor(stderrs, dtype=torch.float64).flatten()
+    g = x.numel()
+    if g < 2:
+        return None
+    if not bool(torch.isfinite(x).all()):
+        return f"{what} gave non-finite estimates"
+    if not bool(torch.isfinite(s).all()) or bool((s <= 0).any()):
+        return None
+    weights = 1.0 / s**2
+    mean = float((weights * x).sum() / weights.sum())
+    chi2 = float((((x - mean) / s) ** 2).sum())
+    p_value = float(stats.chi2.sf(chi2, g - 1))
+    if p_value < GROUP_AGREEMENT_P_VALUE:
+        spread = float(x.max() - x.min())
+        return (
+            f"{g} independent {what} disagree: their estimates span {spread:.3g} nats, "
+            f"chi-square {chi2:.1f} on {g - 1} degrees of freedom (p = {p_value:.1e} < "
+            f"{GROUP_AGREEMENT_P_VALUE:g})"
+        )
+    return None
+
+
+def check_lower_bound(log_z: float, stderr: float, bound: LowerBound) -> str | None:
+    """``log_z`` is not below a certified lower bound by more than its error bar."""
+    margin = 4.0 * (stderr if math.isfinite(stderr) else 0.0) + LOWER_BOUND_SLACK
+    gap = bound.log_z - log_z
+    if gap > margin:
+        return (
+            f"estimate is {gap:.3g} nats below a certified lower bound on log Z ({bound.log_z:.4f}, "
+            f"summed over {bound.n_states} {bound.layer} states visited by chains started from "
+            f"{bound.started_from}), more than 4 standard errors: it misses probability mass"
+        )
+    return None
+
+
+def check_round_trips(round_trips: Tensor | Sequence[float], *, n_levels: int) -> str | None:
+    """Chains travelled between the two ends of the ladder at least ``MIN_ROUND_TRIPS`` times each."""
+    trips = torch.as_tensor(round_trips, dtype=torch.float64).flatten()
+    mean = float(trips.mean()) if trips.numel() else 0.0
+    if mean < MIN_ROUND_TRIPS:
+        return (
+            f"chains made {mean:.2f} round trips each between the ends of the {n_levels}-level ladder, "
+            f"below {MIN_ROUND_TRIPS:g}: the levels were not sampled in proportion"
+        )
+    return None
