@@ -138,6 +138,7 @@ def _log_z_row(item: _Measured, exact: float | None) -> list[str]:
         "-" if ess is None else f"{ess:.1f}",
         f"{estimate.cost_sweeps:,}" if sampled else "-",
         format_seconds(item.seconds),
+        ("reliable" if estimate.reliable else "UNRELIABLE") if sampled else "exact",
     ]
 
 
@@ -147,10 +148,15 @@ def _print_report(model: RBM, dataset: datasets.Dataset, measured: list[_Measure
     click.echo("log Z (nats)")
     click.echo(
         format_table(
-            ["method", "log Z", "± stderr", "vs exact", "ESS", "chain-sweeps", "time"],
+            ["method", "log Z", "± stderr", "vs exact", "ESS", "chain-sweeps", "time", "verdict"],
             [_log_z_row(item, exact) for item in measured],
         )
     )
+    for item in measured:
+        if not item.estimate.reliable:
+            click.echo(f"{item.label} is UNRELIABLE (docs/trust.md):")
+            for warning in item.estimate.warnings:
+                click.echo(f"  - {warning}")
     click.echo("agreement of the independent estimates")
     for line in agreement_lines(measured):
         click.echo(line)

@@ -61,6 +61,7 @@ __all__ = [
     "EvaluationRow",
     "dbm_tables",
     "default_methods",
+    "disagreement_lines",
     "evaluate",
     "evaluate_methods",
     "format_rows",
@@ -69,6 +70,7 @@ __all__ = [
     "parse_methods",
     "row_from_estimate",
     "sandwich_line",
+    "verdict_column",
 ]
 
 
@@ -91,6 +93,10 @@ class EvaluationRow:
         Mean ``log p(v)`` per example implied by ``log_z`` (NaN when the split is absent), nats.
     seconds : float
         Wall-clock time of the estimate.
+    reliable : bool
+        The estimate's verdict (docs/trust.md).
+    warnings : tuple of str
+        Its reasons and notes.
     """
 
     method: str
@@ -101,6 +107,8 @@ class EvaluationRow:
     train_log_likelihood: float
     test_log_likelihood: float
     seconds: float
+    reliable: bool = True
+    warnings: tuple[str, ...] = ()
 
 
 def default_methods(model: nn.Module) -> tuple[str, ...]:
@@ -152,6 +160,8 @@ def row_from_estimate(
         train_log_likelihood=train_log_f - float(estimate.log_z),
         test_log_likelihood=test_log_f - float(estimate.log_z),
         seconds=seconds,
+        reliable=bool(estimate.reliable),
+        warnings=tuple(estimate.warnings),
     )
 
 
@@ -170,6 +180,35 @@ def _options(
     if method == "raise":
         options["data"] = held_out
     return options
+
+
+def verdict_column(row: EvaluationRow) -> str:
+    """``exact``, ``reliable`` or ``UNRELIABLE`` for the table."""
+    if row.method == "exact":
+        return "exact"
+    return "reliable" if row.reliable else "UNRELIABLE"
+
+
+def disagreement_lines(rows: Sequence[EvaluationRow], *, max_z: float = 4.0) -> list[str]:
+    """One line per pair of methods whose estimates differ by more than ``max_z`` combined errors.
+
+    Two right answers differ by less than a few ``sqrt(s1² + s2²)``; a larger gap means at least
+    one of them is wrong, whatever their verdicts say.
+    """
+    lines = []
+    for index, first in enumerate(rows):
+        for second in rows[index + 1 :]:
+            combined = math.hypot(first.stderr, second.stderr)
+            gap = abs(first.log_z - second.log_z)
+            if gap <= 1e-9:
+                continue
+            z = math.inf if combined == 0 else gap / combined
+            if z > max_z:
+                lines.append(
+                    f"disagree: {first.method} and {second.method} differ by {gap:.4f} nats "
+                    f"({'∞' if math.isinf(z) else f'{z:.1f}'} combined standard errors): at least one is wrong"
+                )
+    return lines
 
 
 def evaluate_methods(
@@ -210,6 +249,8 @@ def evaluate_methods(
         options = _options(
             method, budget=budget, chains=chains, operator=operator, held_out=prepared.held_out
         )
+        if method != "exact":
+            options["check_data"] = dataset.train
         started = time.perf_counter()
         estimate = run_quietly(model, method, seed=seed, options=options)
         rows.append(
@@ -260,7 +301,7 @@ def _number(value: float, digits: int = 4) -> str:
 
 def format_rows(rows: Sequence[EvaluationRow]) -> str:
     """The table as aligned text: method, log Z, ± s.e., bias, cost, train/test log-likelihood, time."""
-    header = ["method", "log Z", "± s.e.", "bias", "chain-sweeps", "train LL", "test LL", "time"]
+    header = ["method", "log Z", "± s.e.", "bias", "chain-sweeps", "train LL", "test LL", "time", "verdict"]
     cells = [
         [
             row.method,
@@ -271,6 +312,7 @@ def format_rows(rows: Sequence[EvaluationRow]) -> str:
             _number(row.train_log_likelihood),
             _number(row.test_log_likelihood),
             format_seconds(row.seconds),
+            verdict_column(row),
         ]
         for row in rows
     ]
@@ -283,15 +325,18 @@ def sandwich_line(rows: Sequence[EvaluationRow]) -> str | None:
     if "ais" not in by_method or "raise" not in by_method:
         return None
     lower, upper = by_method["ais"], by_method["raise"]
-    line = (
-        f"sandwich: {lower.log_z:.4f} (AIS, lower bound) ≲ log Z ≲ {upper.log_z:.4f} (RAISE, upper bound), "
-        f"width {upper.log_z - lower.log_z:.4f} nats"
-    )
-    if lower.log_z > upper.log_z:
-        line += (
-            "; the bounds cross, so at least one is not yet reliable (more temperatures, or held-out data "
-            "more typical of the model)"
+    if lower.log_z > upper.log_z or not (lower.reliable and upper.reliable):
+        # RAISE started from held-out data, not from model samples, bounds nothing by itself;
+        # only a pair that brackets, both judged reliable, is called a sandwich.
+        why = "they cross" if lower.log_z > upper.log_z else "at least one of them is UNRELIABLE"
+        return (
+            f"no sandwich: AIS {lower.log_z:.4f} and RAISE {upper.log_z:.4f} do not bracket log Z ({why}); "
+            "RAISE from held-out data is a diagnostic here, not an upper bound"
         )
+    line = (
+        f"sandwich: {lower.log_z:.4f} (AIS, lower bound) ≲ log Z ≲ {upper.log_z:.4f} (RAISE, upper bound "
+        f"in expectation when its chains start near the model), width {upper.log_z - lower.log_z:.4f} nats"
+    )
     if math.isfinite(lower.test_log_likelihood):
         line += f"; test log-likelihood between {upper.test_log_likelihood:.4f} and {lower.test_log_likelihood:.4f}"
     if "exact" in by_method:
@@ -388,6 +433,13 @@ def evaluate(
     click.echo(f"data: {prepared.dataset.name}{raise_note}")
     rows = evaluate_methods(model, chosen, prepared, seed=seed, budget=budget, chains=chains, operator=op)
     click.echo(format_rows(rows))
+    for row in rows:
+        if row.method != "exact" and not row.reliable:
+            click.echo(f"{row.method} is UNRELIABLE:")
+            for warning in row.warnings:
+                click.echo(f"  - {warning}")
+    for line in disagreement_lines(rows):
+        click.echo(line)
     sandwich = sandwich_line(rows)
     if sandwich is not None:
         click.echo(sandwich)
