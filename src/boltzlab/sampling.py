@@ -26,6 +26,8 @@ from boltzlab.tempering.registry import get_scheme_factory, register_scheme, sch
 from boltzlab.validation import as_model_data, check_positive_int
 
 __all__ = [
+    "MAX_HOTTEST_BETA",
+    "MIN_ROUND_TRIPS",
     "SampleResult",
     "SchemeInfo",
     "iterate",
@@ -34,6 +36,7 @@ __all__ = [
     "register_scheme",
     "run_scheme",
     "sample",
+    "sampler_warnings",
     "samplers",
 ]
 
@@ -52,12 +55,61 @@ class SampleResult:
         Joint energy ``E(x)`` of every chain after every sweep, when recorded.
     info : Any
         Sampler-specific diagnostics (a dataclass); for ``"plain"`` a :class:`PlainInfo`.
+    reliable : bool
+        The verdict of a tempered sampler (docs/trust.md): ``False`` when its chains did not
+        travel the ladder, so its β = 1 samples keep the mode proportions of their starts.
+        The plain sampler has no such diagnostic and is always ``True``.
+    warnings : tuple of str
+        The reasons, each naming the diagnostic, its value and the threshold.
     """
 
     chains: Chains
     samples: Tensor | None
     energies: Tensor | None
     info: Any = field(default=None, repr=False)
+    reliable: bool = True
+    warnings: tuple[str, ...] = ()
+
+
+#: Round trips per chain between the two ends of a ladder below which a tempered sampler's
+#: β = 1 samples are not trusted: a chain that never went down to the hot end and back has
+#: not crossed the barriers the ladder is there to cross.
+MIN_ROUND_TRIPS = 1.0
+
+
+#: A ladder whose hottest level is above this β does not reach temperatures where the modes of
+#: a trained model mix (the CAST paper's 0.9–1 ladder is made for learning, not for sampling).
+MAX_HOTTEST_BETA = 0.5
+
+
+def sampler_warnings(summary: Any, ladder: Any = None) -> tuple[str, ...]:
+    """Reasons not to trust a tempered run: its ladder's reach and its chains' round trips."""
+    reasons: list[str] = []
+    betas = getattr(ladder, "betas", ladder)
+    if isinstance(betas, Tensor) and betas.numel() > 1:
+        hottest = float(betas.min())
+        if hottest > MAX_HOTTEST_BETA:
+            reasons.append(
+                f"the ladder's hottest level is β = {hottest:.3g}, above {MAX_HOTTEST_BETA:g}: chains "
+                "never reach temperatures where separated modes mix (pass a ladder that reaches β = 0)"
+            )
+    return tuple(reasons) + _round_trip_warnings(getattr(summary, "fast", summary))
+
+
+def _round_trip_warnings(summary: Any) -> tuple[str, ...]:
+    trips = getattr(summary, "round_trips", None)
+    occupancy = getattr(summary, "occupancy", None)
+    n_levels = int(occupancy.numel()) if isinstance(occupancy, Tensor) else None
+    if not isinstance(trips, Tensor) or trips.numel() == 0 or n_levels == 1:
+        return ()
+    mean = float(trips.to(torch.float64).mean())
+    if mean < MIN_ROUND_TRIPS:
+        return (
+            f"chains made {mean:.2f} round trips each between the ends of the ladder, below "
+            f"{MIN_ROUND_TRIPS:g}: the β = 1 samples may keep the mode proportions of their starting "
+            "states (run longer, use a ladder that reaches β = 0, or adapt the level weights first)",
+        )
+    return ()
 
 
 @dataclass(frozen=True)
@@ -229,6 +281,8 @@ def run_scheme(
         if keep_every and (sweep + 1) % keep_every == 0:
             kept.append(target.layers[0].clone())
     summarize = getattr(scheme, "summarize", None)
+    summary = summarize(infos, state) if summarize is not None else tuple(infos)
+    reasons = sampler_warnings(summary, getattr(scheme, "ladder", None))
     return SampleResult(
         chains=scheme.samples(state),
         samples=torch.stack(kept) if kept else None,
@@ -238,9 +292,11 @@ def run_scheme(
             operator=getattr(getattr(scheme, "operator", None), "name", "?"),
             n_sweeps=n_sweeps,
             burn_in=burn_in,
-            summary=summarize(infos, state) if summarize is not None else tuple(infos),
+            summary=summary,
             final_state=state,
         ),
+        reliable=not reasons,
+        warnings=reasons,
     )
 
 

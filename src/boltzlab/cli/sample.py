@@ -231,6 +231,12 @@ def sample(model_path: Path, **options: Any) -> None:
         )
         written.append(save_figure(temperatures, out.with_name(f"{out.stem}-temperatures.png")))
         click.echo(f"{sampler}: {describe_summary(summary)}")
+        if result.reliable:
+            click.echo("verdict: reliable (no diagnostic found a problem)")
+        else:
+            click.echo("verdict: UNRELIABLE (docs/trust.md)")
+            for warning in result.warnings:
+                click.echo(f"  - {warning}")
     if flip_rate is not None:
         click.echo(f"mean fraction of units changed per sweep: {flip_rate:.4f}")
     click.echo(
