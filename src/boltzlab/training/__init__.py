@@ -20,6 +20,7 @@ from boltzlab.training.callbacks import (
 )
 from boltzlab.training.cd import CDState, ContrastiveDivergence
 from boltzlab.training.fpcd import FastPersistentContrastiveDivergence, FastPersistentState, with_parameters
+from boltzlab.training.likelihood_tracker import RTSLikelihoodTracker
 from boltzlab.training.negative import (
     NegativePhase,
     NegativePhaseBase,
@@ -58,7 +59,7 @@ from boltzlab.training.tempered import (
     SchemePhase,
     SchemePhaseState,
 )
-from boltzlab.training.tracking import RTSLikelihoodTracker, RTSTracking, RTSTrackingState  # registers "rts"
+from boltzlab.training.tracking import RTSTracking, RTSTrackingState  # registers "rts"
 from boltzlab.training.trainer import train
 
 __all__ = [

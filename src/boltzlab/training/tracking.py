@@ -67,7 +67,7 @@ CD-1 first); :func:`~boltzlab.estimators.tempered_samples.collect_tempered_sampl
 same for estimation but does not hand back its chains, so the loop here is its own, built
 from the same pure functions.
 
-**The callback** :class:`RTSLikelihoodTracker` turns the phase's ``log Ẑ_K`` into train and
+**The callback** :class:`~boltzlab.training.likelihood_tracker.RTSLikelihoodTracker` (its own module) turns the phase's ``log Ẑ_K`` into train and
 validation log-likelihoods, ``mean log f(v) − log Ẑ_K`` (paper §4.4), every ``every`` updates,
 for the history, the metrics CSV and :class:`~boltzlab.training.callbacks.EarlyStopping`.
 
@@ -90,7 +90,6 @@ from torch import Tensor
 
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.likelihood import log_likelihood
 from boltzlab.estimators.rts import rts_log_z, rts_tracking_update, stopping_statistic
 from boltzlab.estimators.tempered_samples import (
     check_initial_log_z,
@@ -104,12 +103,10 @@ from boltzlab.tempering import ladders
 from boltzlab.tempering.base import redraw_summed_layers
 from boltzlab.tempering.ladders import Ladder
 from boltzlab.tempering.simulated import sample_categorical
-from boltzlab.training.callbacks import Callback, RunView
 from boltzlab.training.negative import NegativePhaseBase, register_phase
-from boltzlab.validation import as_binary_tensor, check_nonnegative_int, check_positive_int
+from boltzlab.validation import check_nonnegative_int, check_positive_int
 
 __all__ = [
-    "RTSLikelihoodTracker",
     "RTSTracking",
     "RTSTrackingState",
     "chain_influence",
@@ -681,92 +678,6 @@ def _make_rts(*, operator: Operator, k: int, n_chains: int, **options: Any) -> R
     return RTSTracking(operator=operator, k=k, n_chains=n_chains, **options)
 
 
-class RTSLikelihoodTracker(Callback):
-    """Train and validation log-likelihood from the ``"rts"`` phase's tracked ``log Ẑ``.
-
-    Every ``every`` updates (and before the first and after the last), the record gets
-    ``rts_log_z`` and ``rts_log_z_stderr`` (extras) and the mean log-likelihoods
-    ``mean log f(v) − log Ẑ_K`` (nats per example; paper §4.4) of the training data and of
-    the validation data: in the record's ``train_log_likelihood`` and
-    ``validation_log_likelihood`` fields — so :class:`~boltzlab.training.EarlyStopping` and
-    the metrics CSV use them as they are — unless exact tracking (``track_exact_every``) is
-    on, whose exact values keep those fields; the RTS ones then go to the extras
-    ``rts_train_log_likelihood`` and ``rts_validation_log_likelihood``.
-
-    Parameters
-    ----------
-    every : int
-        Records every ``every`` updates.
-    validation_data : Tensor or array, shape (n_examples, n_visible), optional
-        Held-out data; default the trainer's ``validation_data`` (none: no validation value).
-
-    Raises
-    ------
-    ValidationError
-        At the start of training, unless the run's algorithm is ``"rts"`` (an
-        :class:`RTSTracking` phase), or if ``validation_data`` does not fit the model.
-
-    Examples
-    --------
-    >>> import torch, boltzlab as bl
-    >>> from boltzlab.training import EarlyStopping, RTSLikelihoodTracker
-    >>> data = (torch.arange(140).view(20, 7) % 3 == 0).float()
-    >>> model = bl.RBM(n_visible=7, n_hidden=3, generator=0)
-    >>> result = bl.train(model, data[:15], algorithm="rts", k=5, n_chains=50, batch_size=5,
-    ...                   n_updates=20, generator=0, algorithm_params={"n_levels": 8},
-    ...                   callbacks=[RTSLikelihoodTracker(10, data[15:]), EarlyStopping(patience=3)])
-    >>> [record.validation_log_likelihood is not None for record in result.history]
-    [True, True, True]
-    """
-
-    def __init__(self, every: int, validation_data: Any = None) -> None:
-        self.every = check_positive_int(every, "every")
-        self._given_validation = validation_data
-        self._validation: Tensor | None = None
-        self._phase: RTSTracking | None = None
-
-    def on_train_begin(self, run: RunView) -> None:
-        phase = getattr(run, "phase", None)
-        if not isinstance(phase, RTSTracking):
-            raise ValidationError(
-                "RTSLikelihoodTracker needs train(..., algorithm='rts') (an RTSTracking negative phase), "
-                f"got {type(phase).__name__}"
-            )
-        self._phase = phase
-        model = run.model
-        if self._given_validation is None:
-            self._validation = run.validation_data
-        else:
-            self._validation = as_binary_tensor(
-                self._given_validation,
-                "validation_data",
-                n_units=model.layer_sizes[0],
-                dtype=model.dtype,
-                device=model.device,
-            )
-
-    def wants_record(self, update: int) -> bool:
-        return update % self.every == 0
-
-    def measure(self, run: RunView) -> dict[str, float]:
-        if run.update % self.every != 0 and run.update != run.n_updates:
-            return {}
-        # The trainer's loop exposes its phase and phase state beside the RunView protocol.
-        phase, state = self._phase, getattr(run, "phase_state", None)
-        if phase is None or state is None:
-            raise ValidationError("RTSLikelihoodTracker measured before training began")
-        log_z = phase.log_z(state)
-        metrics = {"rts_log_z": log_z, "rts_log_z_stderr": phase.log_z_stderr(state)}
-        exact_on = run.config.track_exact_every is not None
-        train_name = "rts_train_log_likelihood" if exact_on else "train_log_likelihood"
-        validation_name = "rts_validation_log_likelihood" if exact_on else "validation_log_likelihood"
-        metrics[train_name] = log_likelihood(run.model, run.data, log_z)
-        if self._validation is not None:
-            metrics[validation_name] = log_likelihood(run.model, self._validation, log_z)
-        return metrics
-
-
-# ---------------------------------------------------------------------- helpers
 def _concatenate(parts: list[Chains]) -> Chains:
     layers = tuple(
         torch.cat(layer_parts) for layer_parts in zip(*(part.layers for part in parts), strict=True)
