@@ -9,6 +9,10 @@ phase is a pluggable :class:`NegativePhase`; the data term is the model's
 
 from boltzlab.training import gaussian_objective as gaussian_objective  # registers its objective
 from boltzlab.training import mean_field_objective as mean_field_objective  # registers its objective
+from boltzlab.training.adaptive_tempering import (  # registers "ast"
+    AdaptiveTemperingLearning,
+    AdaptiveTemperingLearningState,
+)
 from boltzlab.training.callbacks import (
     Callback,
     Checkpointer,
@@ -53,12 +57,7 @@ from boltzlab.training.state import (
     TrainState,
     find_latest_checkpoint,
 )
-from boltzlab.training.tempered import (
-    AdaptiveTemperingLearning,
-    AdaptiveTemperingLearningState,
-    SchemePhase,
-    SchemePhaseState,
-)
+from boltzlab.training.tempered import SchemePhase, SchemePhaseState  # registers "pt", "cast", "trans-sap"
 from boltzlab.training.tracking import RTSTracking, RTSTrackingState  # registers "rts"
 from boltzlab.training.trainer import train
 

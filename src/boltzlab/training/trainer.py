@@ -111,7 +111,7 @@ def train(
         Where the model-term samples come from: CD restarts at the minibatch; PCD/SAP keeps
         ``n_chains`` persistent chains; FPCD samples with slow + fast weights; PT, CAST and
         Trans-SAP move persistent chains with a tempering scheme; AST alternates SAP updates
-        with adaptive simulated tempering runs (see :mod:`boltzlab.training.tempered`); RTS
+        with adaptive simulated tempering runs (see :mod:`boltzlab.training.tempered` and :mod:`boltzlab.training.adaptive_tempering`); RTS
         keeps simulated-tempering chains that also track ``log Z`` (see
         :mod:`boltzlab.training.tracking`). A :class:`~boltzlab.training.NegativePhase` object
         plugs in any other sampler.
