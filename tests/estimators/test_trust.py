@@ -100,6 +100,8 @@ def test_group_agreement_flags_scatter_beyond_error_bars_only():
     assert check_group_agreement([1.0, 1.02, 0.99, 1.01], [0.02] * 4) is None
     message = check_group_agreement([1.0, 1.5, 0.99, 1.01], [0.02] * 4)
     assert message is not None and "disagree" in message
+    # Significant but tiny (under GROUP_AGREEMENT_MIN_SPREAD nats): not a miss worth flagging.
+    assert check_group_agreement([1.0, 1.15, 0.99, 1.01], [0.01] * 4) is None
     # Zero error bars make the test meaningless: no verdict from it.
     assert check_group_agreement([1.0, 2.0], [0.0, 0.0]) is None
 
@@ -172,3 +174,15 @@ def test_the_verdict_does_not_change_the_estimate_of_a_seed():
     with_witness = bl.estimate_log_z(model, method="ais", n_temperatures=50, generator=3)
     without = bl.estimate_log_z(model, method="ais", n_temperatures=50, generator=3, lower_bound_sweeps=0)
     assert with_witness.log_z == without.log_z and with_witness.stderr == without.stderr
+
+
+@pytest.mark.parametrize("method", ["rts", "ti", "ti-rb"])
+def test_tempered_estimate_that_misses_above_is_caught_by_chain_groups(method):
+    """On a sharp model the tempered estimators can land *above* log Z, where no lower bound
+    helps; recomputing them on independent chain groups exposes the disagreement."""
+    model = sharp_rbm(12, 8, seed=0, scale=8.0)
+    exact = bl.exact_log_z(model)
+    estimate = bl.estimate_log_z(model, method=method, generator=0, lower_bound_sweeps=0)
+    assert estimate.log_z - exact > 1.0  # above log Z by more than a nat (by 59 s.e. for TI)
+    assert not estimate.reliable
+    assert any("chain groups" in warning for warning in estimate.warnings)

@@ -14,7 +14,6 @@ from typing import Any
 import torch
 
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.verdicts import judge
 from boltzlab.models.base import TemperedModel
 from boltzlab.registry import Registry
 from boltzlab.rng import resolve_generator
@@ -80,6 +79,9 @@ def estimate_log_z(
     lower_bound_sweeps = options.pop("lower_bound_sweeps", 200)
     generator = resolve_generator(generator, model.device)
     estimate = function(model, generator=generator, **options)
+    # Imported here: the verdict recomputes tempered estimators, whose modules import this one.
+    from boltzlab.estimators.verdicts import judge
+
     return judge(
         model, estimate, check_data=check_data, lower_bound_sweeps=lower_bound_sweeps, generator=generator
     )

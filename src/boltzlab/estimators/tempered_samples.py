@@ -46,6 +46,7 @@ are independent, so per-chain (or per-batch) sums give the error bars.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -152,6 +153,42 @@ class TemperedSamples:
     def n_levels(self) -> int:
         """``K``."""
         return self.betas.numel()
+
+    def chain_subset(self, chains: Tensor) -> TemperedSamples:
+        """The same run restricted to ``chains`` (indices, shape ``(m,)``), for group checks.
+
+        Chains are independent, so the subset is itself a valid run of ``m`` chains; the
+        initial iterations' ``Ẑ`` (shared by all chains) is kept as it was.
+        """
+        chains = torch.as_tensor(chains, dtype=torch.int64, device=self.log_probability_sums.device)
+        log_densities, density_levels, density_chains = (
+            self.log_densities,
+            self.density_levels,
+            self.density_chains,
+        )
+        if density_chains is not None and log_densities is not None and density_levels is not None:
+            keep = torch.isin(density_chains, chains.to(density_chains.device))
+            renumber = torch.full((self.n_chains,), -1, dtype=torch.int64, device=density_chains.device)
+            renumber[chains.to(density_chains.device)] = torch.arange(
+                chains.numel(), device=density_chains.device
+            )
+            log_densities, density_levels = log_densities[keep], density_levels[keep]
+            density_chains = renumber[density_chains[keep]]
+
+        def pick(values: Tensor | None) -> Tensor | None:
+            return None if values is None else values[:, chains.to(values.device)]
+
+        return dataclasses.replace(
+            self,
+            log_probability_sums=pick(self.log_probability_sums),
+            level_counts=pick(self.level_counts),
+            derivative_sums=pick(self.derivative_sums),
+            weighted_derivative_sums=pick(self.weighted_derivative_sums),
+            log_densities=log_densities,
+            density_levels=density_levels,
+            density_chains=density_chains,
+            n_chains=int(chains.numel()),
+        )
 
     @property
     def n_initial_iterations(self) -> int:

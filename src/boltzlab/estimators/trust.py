@@ -28,6 +28,7 @@ from boltzlab.estimators.result import LogZEstimate
 from boltzlab.numerics import ess, log_mean_exp_stderr
 
 __all__ = [
+    "GROUP_AGREEMENT_MIN_SPREAD",
     "GROUP_AGREEMENT_P_VALUE",
     "LOWER_BOUND_SLACK",
     "MIN_ESS",
@@ -50,6 +51,10 @@ MIN_ESS_FRACTION = 0.01
 #: Independent chain groups whose estimates scatter beyond their own error bars with a
 #: chi-square p-value under this have not converged to one answer.
 GROUP_AGREEMENT_P_VALUE = 1e-3
+#: ... and whose estimates span more than this many nats. Groups of a few chains have poor
+#: error bars of their own, so a small but "significant" spread is no evidence of a miss;
+#: a miss worth flagging (more than 0.1 nats off) spreads groups by more than this.
+GROUP_AGREEMENT_MIN_SPREAD = 0.2
 #: How far (nats), besides 4 standard errors, an estimate may sit below a certified lower
 #: bound before it is called wrong (float rounding and nothing else).
 LOWER_BOUND_SLACK = 0.01
@@ -141,12 +146,12 @@ def check_group_agreement(
     mean = float((weights * x).sum() / weights.sum())
     chi2 = float((((x - mean) / s) ** 2).sum())
     p_value = float(stats.chi2.sf(chi2, g - 1))
-    if p_value < GROUP_AGREEMENT_P_VALUE:
-        spread = float(x.max() - x.min())
+    spread = float(x.max() - x.min())
+    if p_value < GROUP_AGREEMENT_P_VALUE and spread > GROUP_AGREEMENT_MIN_SPREAD:
         return (
-            f"{g} independent {what} disagree: their estimates span {spread:.3g} nats, "
-            f"chi-square {chi2:.1f} on {g - 1} degrees of freedom (p = {p_value:.1e} < "
-            f"{GROUP_AGREEMENT_P_VALUE:g})"
+            f"{g} independent {what} disagree: their estimates span {spread:.3g} nats (more than "
+            f"{GROUP_AGREEMENT_MIN_SPREAD:g}), chi-square {chi2:.1f} on {g - 1} degrees of freedom "
+            f"(p = {p_value:.1e} < {GROUP_AGREEMENT_P_VALUE:g})"
         )
     return None
 

@@ -8,21 +8,29 @@ when the caller gives it (``check_data=``), from the base otherwise.
 - every stochastic method: a finite, positive standard error;
 - importance-weighted methods (AIS, RAISE's log Z, trajectory AIS): effective sample size
   and agreement of independent chain groups;
-- tempered methods (RTS, TS, TI, TI-RB, MBAR): whether the initial iterations met their
-  stopping rule (a note: on its own it flags too many right answers, see docs/trust.md);
+- tempered methods (RTS, TS, TI, TI-RB): the same estimator recomputed on independent
+  groups of chains must agree; whether the initial iterations met their stopping rule and
+  how many chains visited both ends of the ladder are notes (on their own they flag too many
+  right answers, see docs/trust.md);
 - binary RBMs, any method: not below the certified lower bound by more than 4 s.e.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from boltzlab.estimators.lower_bound import certified_lower_bound, supports_lower_bound
 from boltzlab.estimators.result import LogZEstimate
+from boltzlab.estimators.rts import rts_from_samples
+from boltzlab.estimators.tempered_samples import TemperedSamples
+from boltzlab.estimators.ti import ti_from_samples, ti_rb_from_samples
 from boltzlab.estimators.trust import (
+    GROUP_AGREEMENT_MIN_SPREAD,
     Verdict,
     check_ess,
     check_group_agreement,
@@ -68,6 +76,11 @@ def judge(
         if log_weights.numel() >= 8 * N_GROUPS:
             values, stderrs = group_log_means(log_weights, N_GROUPS)
             verdict.check(check_group_agreement(values, stderrs, what="chain groups"))
+    samples = getattr(estimate.info, "samples", None)
+    recompute = _FROM_SAMPLES.get(estimate.method)
+    if isinstance(samples, TemperedSamples) and recompute is not None and samples.n_chains >= 2 * N_GROUPS:
+        verdict.check(_tempered_group_check(samples, recompute, estimate))
+        verdict.notes.extend(_ends_note(samples))
     stopped = getattr(estimate.info, "stopped", None)
     if stopped is False:
         verdict.note(
@@ -87,6 +100,62 @@ def judge(
     elif not supports_lower_bound(model):
         verdict.note(f"no certified lower bound for a {type(model).__name__}: missing mass was not checked")
     return verdict.apply(estimate)
+
+
+def _rts(samples: TemperedSamples) -> LogZEstimate:
+    return rts_from_samples(samples, statistic="rb")
+
+
+def _ts(samples: TemperedSamples) -> LogZEstimate:
+    return rts_from_samples(samples, statistic="counts")
+
+
+# The estimate of each tempered method from a set of samples, for the chain-group check.
+_FROM_SAMPLES: dict[str, Callable[[TemperedSamples], LogZEstimate]] = {
+    "rts": _rts,
+    "ts": _ts,
+    "ti": ti_from_samples,
+    "ti-rb": ti_rb_from_samples,
+}
+
+
+def _tempered_group_check(
+    samples: TemperedSamples, recompute: Callable[[TemperedSamples], LogZEstimate], estimate: LogZEstimate
+) -> str | None:
+    """Recompute the estimate on ``N_GROUPS`` disjoint groups of chains; they must agree.
+
+    Chains stuck in different modes give groups that disagree far beyond their error bars.
+    When the groups' own error bars are unusable (zero), their spread is compared with the
+    full estimate's error bar instead (4 of them, plus ``GROUP_AGREEMENT_MIN_SPREAD`` nats).
+    """
+    groups = torch.arange(samples.n_chains).tensor_split(N_GROUPS)
+    results = [recompute(samples.chain_subset(group)) for group in groups]
+    values = [result.log_z for result in results]
+    stderrs = [result.stderr for result in results]
+    if all(math.isfinite(s) and s > 0 for s in stderrs):
+        return check_group_agreement(
+            values, stderrs, what=f"chain groups ({estimate.method} recomputed on each)"
+        )
+    spread = max(values) - min(values)
+    allowed = 4.0 * (estimate.stderr if math.isfinite(estimate.stderr) else 0.0) + GROUP_AGREEMENT_MIN_SPREAD
+    if spread > allowed:
+        return (
+            f"{N_GROUPS} independent chain groups give {estimate.method} estimates spanning {spread:.3g} nats, "
+            f"more than {allowed:.3g} (4 standard errors + {GROUP_AGREEMENT_MIN_SPREAD:g}): the chains disagree"
+        )
+    return None
+
+
+def _ends_note(samples: TemperedSamples) -> list[str]:
+    """A note when fewer than half the chains visited both ends of the ladder in the long run."""
+    long_run = samples.block_stage == samples.block_stage.max()
+    counts = samples.level_counts[long_run].sum(0)  # (n_chains, K)
+    both = float(((counts[:, 0] > 0) & (counts[:, -1] > 0)).to(torch.float64).mean())
+    if both < 0.5:
+        return [
+            f"only {both:.0%} of the chains visited both ends of the ladder (β = 0 and β = 1) in the long run"
+        ]
+    return []
 
 
 def _with_bound(estimate: LogZEstimate, bound: Any) -> LogZEstimate:

@@ -1,0 +1,664 @@
+"""Parallel tempering across training snapshots (PTT): replicas at the parameters a model visited.
+
+Béreux, Decelle, Furtlehner, Rosset & Seoane (2024, "Fast, accurate training and sampling of
+Restricted Boltzmann Machines", §3.1): instead of a temperature ladder, replica ``k`` runs at
+the parameters ``θ_k`` of the ``k``-th level taken from the training trajectory
+(:class:`~boltzlab.models.trajectory.Trajectory`), from the zero-weight anchor (level 0, where
+one Gibbs sweep is an exact draw) to the model itself (the last level). Neighbouring levels
+exchange states with the Metropolis rule on the hidden-summed densities
+
+    log A = log f_k(x_{k+1}) + log f_{k+1}(x_k) − log f_k(x_k) − log f_{k+1}(x_{k+1}),
+    log f_θ(v) = b·v + Σ_j softplus(c_j + (v W)_j),
+
+so the product ``Π_k p_{θ_k}`` is invariant and the last replicas sample the model. Sharp
+models trained far (PCD) keep their modes through training, so the early snapshots mix
+between them where temperature ladders cross a first-order-like transition.
+
+As in :mod:`boltzlab.tempering.parallel`: the swap round due after a sweep is performed at the
+start of the next step and its summed-out pieces give that step's sweep its hidden
+pre-activations; an exchanged state's hidden layer is redrawn from ``p_{θ_k}(h | v)`` at its
+new level (the Metropolis step is on ``v`` alone), which keeps the joint product invariant;
+pairs are ``"alternating"`` (even pairs on even rounds, odd on odd) or ``"all"`` (every pair,
+from the lowest, in one round); a label travelling with each replica counts round trips
+between the anchor and the model. Replicas live level-major in one
+:class:`~boltzlab.chains.Chains` batch (slot ``k·n_chains + i`` is level ``k`` of system ``i``),
+all at β = 1; each level is swept with its own parameters.
+
+**Which snapshots.** ``levels="all"`` uses every point of the trajectory. ``levels=
+"acceptance"`` keeps a subset whose neighbours exchange with probability at least
+``min_acceptance`` (0.3, the rule of RestrictedBoltzmannMachines.jl's ``ptt.jl``, which
+keeps a checkpoint once the acceptance to the previous one falls below it), estimated by a
+short pilot run over all points: greedily, from the anchor, the farthest next point still
+above the threshold (the adjacent one when none is). Explicit positions (floats: a
+non-integer ``t`` is the linear interpolation between points ``⌊t⌋`` and ``⌊t⌋ + 1``) are
+accepted too.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from boltzlab.chains import Chains
+from boltzlab.errors import ValidationError
+from boltzlab.models.base import MarginalTerms, log_f_marginal
+from boltzlab.models.rbm import RBM
+from boltzlab.models.trajectory import Trajectory
+from boltzlab.operators.base import Operator
+from boltzlab.operators.base import resolve as resolve_operator
+from boltzlab.tempering.base import metropolis_accept, redraw_summed_layers
+from boltzlab.tempering.registry import register_scheme
+from boltzlab.validation import check_positive_int, check_probability
+
+__all__ = [
+    "LevelSelection",
+    "TrajectoryTempering",
+    "TrajectoryTemperingInfo",
+    "TrajectoryTemperingState",
+    "TrajectoryTemperingSummary",
+]
+
+PAIR_SCHEDULES = ("alternating", "all")
+LEVEL_CHOICES = ("all", "acceptance")
+_UNLABELLED, _UP, _DOWN = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class TrajectoryTemperingState:
+    """State of ``n_chains`` independent PTT systems of ``K`` levels each.
+
+    Attributes
+    ----------
+    chains : Chains
+        ``K·n_chains`` replicas, level-major (slot ``k·n_chains + i`` is level ``k`` of system
+        ``i``), all at β = 1.
+    positions : Tensor, shape (K,), float64, on the CPU
+        Trajectory position of every level, ascending from 0 (the anchor). The last level is
+        the model given to :meth:`TrajectoryTempering.step`: its entry is the last point's
+        position when the trajectory ends at the model, NaN when the model was appended.
+    replica, direction, round_trips, swap_accepted, swap_attempted, n_steps, n_rounds
+        As in :class:`~boltzlab.tempering.parallel.ParallelTemperingState`.
+    """
+
+    chains: Chains
+    positions: Tensor
+    replica: Tensor
+    direction: Tensor
+    round_trips: Tensor
+    swap_accepted: Tensor
+    swap_attempted: Tensor
+    n_steps: int
+    n_rounds: int
+
+    @property
+    def n_levels(self) -> int:
+        return self.replica.shape[0]
+
+    @property
+    def n_chains(self) -> int:
+        return self.replica.shape[1]
+
+
+@dataclass(frozen=True, slots=True)
+class TrajectoryTemperingInfo:
+    """Diagnostics of one step; never carried forward.
+
+    Attributes
+    ----------
+    swap_accepted : Tensor, shape (K − 1, n_chains), bool
+    swap_attempted : Tensor, shape (K − 1,), bool
+    round_trips : Tensor, shape (n_chains,), int64
+        Round trips (anchor → model → anchor) completed in this step, per system.
+    flip_rate : Tensor, shape (K,), float64
+        Mean fraction of units changed by this step's sweep, per level.
+    """
+
+    swap_accepted: Tensor
+    swap_attempted: Tensor
+    round_trips: Tensor
+    flip_rate: Tensor
+
+
+@dataclass(frozen=True, slots=True)
+class LevelSelection:
+    """How ``levels="acceptance"`` chose its levels (the pilot's findings).
+
+    Attributes
+    ----------
+    candidates : Tensor, shape (C,), float64
+        Positions considered (every trajectory point; the model is the last candidate).
+    kept : Tensor, shape (K,), int64
+        Indices into ``candidates`` of the levels kept, the model's last.
+    acceptance : Tensor, shape (K − 1,), float64
+        Pilot estimate of the exchange acceptance between consecutive kept levels.
+    min_acceptance : float
+    cost_sweeps : int
+        Single-chain sweeps the pilot spent.
+    """
+
+    candidates: Tensor
+    kept: Tensor
+    acceptance: Tensor
+    min_acceptance: float
+    cost_sweeps: int
+
+
+@dataclass(frozen=True, slots=True)
+class TrajectoryTemperingSummary:
+    """Diagnostics of a run (from :meth:`TrajectoryTempering.summarize`).
+
+    Attributes
+    ----------
+    positions : Tensor, shape (K,), float64
+        Trajectory position of each level; the last is NaN when the model is not a point of
+        the trajectory (it was appended).
+    updates : Tensor, shape (K,), float64
+        Training update of each level (interpolated for fractional positions; ``nan`` for an
+        appended model).
+    swap_acceptance : Tensor, shape (K − 1,), float64
+        Accepted / proposed exchanges per neighbour pair (NaN for a pair never proposed).
+    swap_attempts : Tensor, shape (K − 1,), int64
+    round_trips : Tensor, shape (n_chains,), int64
+    total_round_trips : int
+    flip_rate : float
+    flip_rate_per_level : Tensor, shape (K,), float64
+    n_steps : int
+    selection : LevelSelection or None
+    """
+
+    positions: Tensor
+    updates: Tensor
+    swap_acceptance: Tensor
+    swap_attempts: Tensor
+    round_trips: Tensor
+    total_round_trips: int
+    flip_rate: float
+    flip_rate_per_level: Tensor
+    n_steps: int
+    selection: LevelSelection | None
+
+
+def _log_f(terms: MarginalTerms) -> Tensor:
+    """``log f_θ(v)`` at β = 1 (base terms drop out); float64, shape ``(n,)``."""
+    return log_f_marginal(terms, 1.0)
+
+
+def _where_terms(accept: Tensor, new: MarginalTerms, old: MarginalTerms) -> MarginalTerms:
+    return MarginalTerms(
+        base=torch.where(accept, new.base, old.base),
+        linear=torch.where(accept, new.linear, old.linear),
+        preactivation=torch.where(accept[:, None], new.preactivation, old.preactivation),
+    )
+
+
+class TrajectoryTempering:
+    """Parallel tempering across the snapshots of a training trajectory (module docstring).
+
+    Parameters
+    ----------
+    operator : Operator
+        Run at every level with that level's parameters.
+    trajectory : Trajectory or str or Path
+        The model's training trajectory, or a ``trajectory.safetensors`` file or run
+        directory holding one.
+    levels : {"all", "acceptance"} or sequence of float, default "all"
+        Trajectory points to use as levels below the model (see the module docstring);
+        explicit positions must start at 0 and ascend within ``[0, n_points − 1]``.
+    min_acceptance : float in [0, 1], default 0.3
+        Threshold of ``levels="acceptance"``.
+    pilot_chains : int, default 64
+    pilot_steps : int, default 100
+        Size of the pilot run of ``levels="acceptance"`` (steps over all points).
+    swap_every : int, default 1
+    pairs : {"alternating", "all"}, default "alternating"
+
+    Notes
+    -----
+    One step sweeps all ``K·n_chains`` replicas (``K`` sweeps of ``n_chains`` chains). A swap
+    round costs two extra matrix products per proposed pair (each state's density under its
+    neighbour's parameters); its own-level pieces are reused by the sweep.
+
+    Examples
+    --------
+    >>> import torch, boltzlab as bl
+    >>> from boltzlab.models.trajectory import Trajectory
+    >>> from boltzlab.tempering.ptt import TrajectoryTempering
+    >>> model = bl.RBM(n_visible=7, n_hidden=3, generator=0, weight_std=1.0)
+    >>> path = Trajectory.from_models([bl.RBM(weights=s * model.weights.detach()) for s in (0.3, 0.6)])
+    >>> scheme = TrajectoryTempering(bl.operators.get("gibbs"), path)
+    >>> state = scheme.init(model, 13, generator=bl.rng.make_generator(0))
+    >>> state, info = scheme.step(model, state, generator=bl.rng.make_generator(1))
+    >>> state.n_levels, tuple(scheme.samples(state).visible.shape)
+    (4, (13, 7))
+    """
+
+    name = "ptt"
+
+    def __init__(
+        self,
+        operator: Operator,
+        trajectory: Trajectory | str | Path,
+        *,
+        levels: str | Sequence[float] = "all",
+        min_acceptance: float = 0.3,
+        pilot_chains: int = 64,
+        pilot_steps: int = 100,
+        swap_every: int = 1,
+        pairs: str = "alternating",
+    ) -> None:
+        self.operator = resolve_operator(operator)
+        if isinstance(trajectory, (str, Path)):
+            trajectory = Trajectory.load(trajectory)
+        if not isinstance(trajectory, Trajectory):
+            raise ValidationError(
+                "trajectory must be a Trajectory, a trajectory.safetensors file or a run directory, "
+                f"got {type(trajectory).__name__}"
+            )
+        if pairs not in PAIR_SCHEDULES:
+            raise ValidationError(
+                f"pairs must be one of {', '.join(map(repr, PAIR_SCHEDULES))}, got {pairs!r}"
+            )
+        if isinstance(levels, str):
+            if levels not in LEVEL_CHOICES:
+                raise ValidationError(
+                    f"levels must be one of {', '.join(map(repr, LEVEL_CHOICES))} or positions, got {levels!r}"
+                )
+        else:
+            levels = tuple(trajectory.check_position(position) for position in levels)
+            if not levels or levels[0] != 0.0 or any(b <= a for a, b in pairwise(levels)):
+                raise ValidationError(
+                    f"levels must start at 0 (the anchor) and ascend strictly, got {list(levels)[:8]}"
+                )
+        self.trajectory = trajectory
+        self.levels = levels
+        self.min_acceptance = check_probability(min_acceptance, "min_acceptance")
+        self.pilot_chains = check_positive_int(pilot_chains, "pilot_chains")
+        self.pilot_steps = check_positive_int(pilot_steps, "pilot_steps")
+        self.swap_every = check_positive_int(swap_every, "swap_every")
+        self.pairs = pairs
+        self.selection: LevelSelection | None = None
+        self._models: dict[tuple[Any, ...], list[RBM]] = {}
+
+    def __repr__(self) -> str:
+        levels = self.levels if isinstance(self.levels, str) else f"{len(self.levels)} positions"
+        return (
+            f"TrajectoryTempering(operator={self.operator!r}, trajectory={self.trajectory!r}, "
+            f"levels={levels!r}, swap_every={self.swap_every}, pairs={self.pairs!r})"
+        )
+
+    # ------------------------------------------------------------------ contract
+    def init(self, model: RBM, n_chains: int, *, generator: torch.Generator) -> TrajectoryTemperingState:
+        """``n_chains`` systems, every replica an exact draw of the zero-weight anchor.
+
+        With ``levels="acceptance"`` the pilot runs first (from the same generator); its
+        findings are kept in :attr:`selection`.
+        """
+        n_chains = check_positive_int(n_chains, "n_chains")
+        self.trajectory.check_model(model)
+        last_point = float(self.trajectory.n_points - 1)
+        model_is_point = self.trajectory.n_points > 1 and self.trajectory.ends_at(model)
+        candidates = self._candidates(model)
+        if self.levels == "acceptance":
+            positions = self._select(model, candidates, generator=generator)
+        elif self.levels == "all":
+            positions = candidates
+        else:  # the model stands for the last point when it is that point
+            positions = [p for p in self.levels if p < last_point or not model_is_point]
+        positions.append(last_point if model_is_point else math.nan)
+        return self._fresh_state(
+            model, torch.tensor(positions, dtype=torch.float64), n_chains, generator=generator
+        )
+
+    def step(
+        self, model: RBM, state: TrajectoryTemperingState, *, generator: torch.Generator
+    ) -> tuple[TrajectoryTemperingState, TrajectoryTemperingInfo]:
+        """The swap round due after the previous sweep (if any), then a sweep of every level.
+
+        Returns a new state; ``state`` is not modified.
+        """
+        n_levels, n_chains = state.n_levels, state.n_chains
+        device = state.chains.device
+        level_models = self._level_models(model, state.positions)
+        layers = [
+            tuple(layer[k * n_chains : (k + 1) * n_chains] for layer in state.chains.layers)
+            for k in range(n_levels)
+        ]
+        accepted = torch.zeros(n_levels - 1, n_chains, dtype=torch.bool, device=device)
+        attempted = torch.zeros(n_levels - 1, dtype=torch.bool, device=device)
+        completed = torch.zeros(n_chains, dtype=torch.int64, device=device)
+        replica, direction, n_rounds = state.replica, state.direction, state.n_rounds
+        terms: list[MarginalTerms | None] = [None] * n_levels
+        if state.n_steps > 0 and state.n_steps % self.swap_every == 0:
+            groups = self._pair_groups(n_levels, n_rounds)
+            layers, terms_done, order, accepted = self._swap_round(
+                level_models, layers, groups, generator=generator
+            )
+            terms = list(terms_done)
+            for group in groups:
+                attempted[list(group)] = True
+            replica = replica.reshape(-1)[order].view(n_levels, n_chains)
+            direction, completed = self._update_directions(
+                direction.reshape(-1)[order].view(n_levels, n_chains)
+            )
+            n_rounds += 1
+        ones = torch.ones(n_chains, dtype=state.chains.dtype, device=device)
+        swept, flip_rate = [], torch.zeros(n_levels, dtype=torch.float64, device=device)
+        for k, level_model in enumerate(level_models):
+            before = Chains(layers=layers[k], beta=ones)
+            after, _ = self.operator.step(level_model, before, generator=generator, terms=terms[k])
+            swept.append(after.layers)
+            changed = sum(
+                (old != new).sum(1, dtype=torch.int64)
+                for old, new in zip(before.layers, after.layers, strict=True)
+            )
+            flip_rate[k] = changed.to(torch.float64).mean() / sum(layer.shape[1] for layer in after.layers)
+        chains = Chains(
+            layers=tuple(torch.cat([level[index] for level in swept]) for index in range(len(swept[0]))),
+            beta=state.chains.beta,
+        )
+        new_state = TrajectoryTemperingState(
+            chains=chains,
+            positions=state.positions,
+            replica=replica,
+            direction=direction,
+            round_trips=state.round_trips + completed,
+            swap_accepted=state.swap_accepted + accepted.sum(1),
+            swap_attempted=state.swap_attempted + attempted.to(torch.int64) * n_chains,
+            n_steps=state.n_steps + 1,
+            n_rounds=n_rounds,
+        )
+        info = TrajectoryTemperingInfo(
+            swap_accepted=accepted, swap_attempted=attempted, round_trips=completed, flip_rate=flip_rate
+        )
+        return new_state, info
+
+    def samples(self, state: TrajectoryTemperingState) -> Chains:
+        """The last level's replicas (the model), shape ``(n_chains, ·)`` per layer."""
+        n_chains = state.n_chains
+        start = (state.n_levels - 1) * n_chains
+        return state.chains.select(slice(start, start + n_chains))
+
+    def summarize(
+        self, step_infos: Sequence[TrajectoryTemperingInfo], state: TrajectoryTemperingState
+    ) -> TrajectoryTemperingSummary:
+        """Acceptance per pair, round trips and flip rates over ``step_infos``."""
+        n_levels, n_chains = state.n_levels, state.n_chains
+        device = state.chains.device
+        accepted = torch.zeros(n_levels - 1, dtype=torch.int64, device=device)
+        attempts = torch.zeros(n_levels - 1, dtype=torch.int64, device=device)
+        round_trips = torch.zeros(n_chains, dtype=torch.int64, device=device)
+        flip_total = torch.zeros(n_levels, dtype=torch.float64, device=device)
+        for info in step_infos:
+            accepted += info.swap_accepted.sum(1)
+            attempts += info.swap_attempted.to(torch.int64) * n_chains
+            round_trips += info.round_trips
+            flip_total += info.flip_rate
+        n_steps = len(step_infos)
+        per_level = flip_total / n_steps if n_steps else torch.full_like(flip_total, math.nan)
+        return TrajectoryTemperingSummary(
+            positions=state.positions.clone(),
+            updates=self._level_updates(state.positions),
+            swap_acceptance=accepted.to(torch.float64) / attempts.to(torch.float64),
+            swap_attempts=attempts,
+            round_trips=round_trips,
+            total_round_trips=int(round_trips.sum()),
+            flip_rate=float(per_level.mean()),
+            flip_rate_per_level=per_level,
+            n_steps=n_steps,
+            selection=self.selection,
+        )
+
+    def state_tensors(self, state: TrajectoryTemperingState) -> dict[str, Tensor]:
+        """Every tensor of ``state`` (copies), for safetensors checkpoints."""
+        tensors = {f"layer.{index}": layer.clone() for index, layer in enumerate(state.chains.layers)}
+        tensors.update(
+            beta=state.chains.beta.clone(),
+            positions=state.positions.clone(),
+            replica=state.replica.clone(),
+            direction=state.direction.clone(),
+            round_trips=state.round_trips.clone(),
+            swap_accepted=state.swap_accepted.clone(),
+            swap_attempted=state.swap_attempted.clone(),
+            n_steps=torch.tensor(state.n_steps, dtype=torch.int64),
+            n_rounds=torch.tensor(state.n_rounds, dtype=torch.int64),
+        )
+        return tensors
+
+    def state_from_tensors(self, model: RBM, tensors: dict[str, Tensor]) -> TrajectoryTemperingState:
+        """The state saved by :meth:`state_tensors`, on the model's device and dtype.
+
+        Raises :class:`ValidationError` when the tensors do not fit this trajectory or model.
+        """
+        self.trajectory.check_model(model)
+        required = ["layer.0", "layer.1", "beta", "positions", "replica", "direction", "round_trips"]
+        required += ["swap_accepted", "swap_attempted", "n_steps", "n_rounds"]
+        missing = [key for key in required if key not in tensors]
+        if missing:
+            raise ValidationError(f"tensors lack the trajectory-tempering entries {missing}")
+        positions = tensors["positions"].to(device="cpu", dtype=torch.float64)
+        below = positions[:-1]
+        if (
+            positions.dim() != 1
+            or positions.numel() < 2
+            or not bool(torch.isfinite(below).all())
+            or float(below.max()) > self.trajectory.n_points - 1
+        ):
+            raise ValidationError(
+                f"the saved levels {positions.tolist()[:8]} do not fit this trajectory of "
+                f"{self.trajectory.n_points} points"
+            )
+        device, dtype = model.device, model.dtype
+        replica = tensors["replica"].to(device=device, dtype=torch.int64)
+        n_levels = positions.numel()
+        if replica.dim() != 2 or replica.shape[0] != n_levels:
+            raise ValidationError(
+                f"the saved replica table has shape {tuple(replica.shape)}, expected ({n_levels}, n)"
+            )
+        n_chains = replica.shape[1]
+        layers = tuple(tensors[f"layer.{index}"].to(device=device, dtype=dtype) for index in range(2))
+        for index, (layer, size) in enumerate(zip(layers, model.layer_sizes, strict=True)):
+            if tuple(layer.shape) != (n_levels * n_chains, size):
+                raise ValidationError(
+                    f"saved layer {index} has shape {tuple(layer.shape)}, expected ({n_levels * n_chains}, {size})"
+                )
+        return TrajectoryTemperingState(
+            chains=Chains(layers=layers, beta=tensors["beta"].to(device=device, dtype=dtype)),
+            positions=positions,
+            replica=replica,
+            direction=tensors["direction"].to(device=device, dtype=torch.int8),
+            round_trips=tensors["round_trips"].to(device=device, dtype=torch.int64),
+            swap_accepted=tensors["swap_accepted"].to(device=device, dtype=torch.int64),
+            swap_attempted=tensors["swap_attempted"].to(device=device, dtype=torch.int64),
+            n_steps=int(tensors["n_steps"]),
+            n_rounds=int(tensors["n_rounds"]),
+        )
+
+    # ------------------------------------------------------------------ levels
+    def _candidates(self, model: RBM) -> list[float]:
+        """Every trajectory point below the model (the last point is dropped when it *is* the model)."""
+        n_points = self.trajectory.n_points
+        last = n_points - 1 if self.trajectory.ends_at(model) and n_points > 1 else n_points
+        return [float(index) for index in range(last)]
+
+    def _level_models(self, model: RBM, positions: Tensor) -> list[RBM]:
+        """One RBM per level below the model (built once per positions, dtype, device), then ``model``."""
+        below = positions[:-1].tolist()
+        key = (tuple(below), model.dtype, str(model.device))
+        if key not in self._models:
+            self._models[key] = [
+                self.trajectory.model_at(position, dtype=model.dtype, device=model.device)
+                for position in below
+            ]
+        return [*self._models[key], model]
+
+    def _level_updates(self, positions: Tensor) -> Tensor:
+        """Training update of each level (interpolated between points; NaN for an appended model)."""
+        updates = self.trajectory.updates.to(torch.float64)
+        last = self.trajectory.n_points - 1
+        labels = []
+        for position in positions.tolist():
+            if math.isnan(position):
+                labels.append(math.nan)
+                continue
+            index = min(math.floor(position), last)
+            upper = updates[min(index + 1, last)]
+            labels.append(float(updates[index] + (position - index) * (upper - updates[index])))
+        return torch.tensor(labels, dtype=torch.float64)
+
+    def _fresh_state(
+        self, model: RBM, positions: Tensor, n_chains: int, *, generator: torch.Generator
+    ) -> TrajectoryTemperingState:
+        n_levels = positions.numel()
+        device = model.device
+        start = self.trajectory.sample_anchor(
+            n_levels * n_chains, generator=generator, dtype=model.dtype, device=device
+        )
+        replica = torch.arange(n_levels, device=device)[:, None].expand(n_levels, n_chains).clone()
+        direction = torch.full((n_levels, n_chains), _UNLABELLED, dtype=torch.int8, device=device)
+        direction[0] = _UP
+        zeros = torch.zeros(n_levels - 1, dtype=torch.int64, device=device)
+        return TrajectoryTemperingState(
+            chains=start,
+            positions=positions,
+            replica=replica,
+            direction=direction,
+            round_trips=torch.zeros(n_chains, dtype=torch.int64, device=device),
+            swap_accepted=zeros,
+            swap_attempted=zeros.clone(),
+            n_steps=0,
+            n_rounds=0,
+        )
+
+    def _select(self, model: RBM, candidates: list[float], *, generator: torch.Generator) -> list[float]:
+        """Greedy subset with pilot-estimated neighbour acceptance ≥ ``min_acceptance``."""
+        positions = torch.tensor([*candidates, math.nan], dtype=torch.float64)
+        state = self._fresh_state(model, positions, self.pilot_chains, generator=generator)
+        for _ in range(self.pilot_steps):
+            state, _ = self.step(model, state, generator=generator)
+        level_models = self._level_models(model, positions)
+        n = self.pilot_chains
+        visible = [state.chains.layers[0][k * n : (k + 1) * n] for k in range(len(level_models))]
+        own = [_log_f(level.marginal_terms(v)) for level, v in zip(level_models, visible, strict=True)]
+
+        def acceptance(i: int, j: int) -> float:
+            cross_i = _log_f(level_models[i].marginal_terms(visible[j]))  # x_j under θ_i
+            cross_j = _log_f(level_models[j].marginal_terms(visible[i]))  # x_i under θ_j
+            log_ratio = cross_i + cross_j - own[i] - own[j]
+            return float(log_ratio.clamp_max(0.0).exp().mean())
+
+        last = len(level_models) - 1
+        kept, rates = [0], []
+        while kept[-1] < last:
+            current = kept[-1]
+            chosen, rate = current + 1, acceptance(current, current + 1)
+            while chosen < last:
+                next_rate = acceptance(current, chosen + 1)
+                if next_rate < self.min_acceptance:
+                    break
+                chosen, rate = chosen + 1, next_rate
+            kept.append(chosen)
+            rates.append(rate)
+        self.selection = LevelSelection(
+            candidates=torch.tensor([*candidates, math.nan], dtype=torch.float64),
+            kept=torch.tensor(kept, dtype=torch.int64),
+            acceptance=torch.tensor(rates, dtype=torch.float64),
+            min_acceptance=self.min_acceptance,
+            cost_sweeps=self.pilot_steps * len(level_models) * n,
+        )
+        return [candidates[index] for index in kept[:-1]]
+
+    # ------------------------------------------------------------------ moves
+    def _pair_groups(self, n_levels: int, n_rounds: int) -> list[tuple[int, ...]]:
+        if self.pairs == "all":
+            return [(k,) for k in range(n_levels - 1)]
+        lower = tuple(range(n_rounds % 2, n_levels - 1, 2))
+        return [lower] if lower else []
+
+    def _swap_round(
+        self,
+        level_models: list[RBM],
+        layers: list[tuple[Tensor, ...]],
+        groups: list[tuple[int, ...]],
+        *,
+        generator: torch.Generator,
+    ) -> tuple[list[tuple[Tensor, ...]], list[MarginalTerms], Tensor, Tensor]:
+        """Propose the exchanges of ``groups``; returns (layers, terms, order, accepted).
+
+        ``terms[k]`` are level ``k``'s summed-out pieces of its new states under its own
+        parameters; ``order[s]`` is the slot whose state now occupies slot ``s``.
+        """
+        n_levels = len(level_models)
+        n_chains = layers[0][0].shape[0]
+        device = layers[0][0].device
+        visible = [level[0] for level in layers]
+        hidden = [level[1] for level in layers]
+        terms = [level_model.marginal_terms(v) for level_model, v in zip(level_models, visible, strict=True)]
+        log_f = [_log_f(term) for term in terms]
+        source = torch.arange(n_levels * n_chains, device=device).view(n_levels, n_chains).clone()
+        accepted = torch.zeros(n_levels - 1, n_chains, dtype=torch.bool, device=device)
+        for group in groups:
+            for k in group:
+                up_terms = level_models[k + 1].marginal_terms(visible[k])  # x_k under θ_{k+1}
+                down_terms = level_models[k].marginal_terms(visible[k + 1])  # x_{k+1} under θ_k
+                up, down = _log_f(up_terms), _log_f(down_terms)
+                log_ratio = (down - log_f[k + 1]) + (up - log_f[k])
+                accept = metropolis_accept(log_ratio, generator=generator)
+                column = accept[:, None]
+                visible[k], visible[k + 1] = (
+                    torch.where(column, visible[k + 1], visible[k]),
+                    torch.where(column, visible[k], visible[k + 1]),
+                )
+                hidden[k], hidden[k + 1] = (
+                    torch.where(column, hidden[k + 1], hidden[k]),
+                    torch.where(column, hidden[k], hidden[k + 1]),
+                )
+                terms[k], terms[k + 1] = (
+                    _where_terms(accept, down_terms, terms[k]),
+                    _where_terms(accept, up_terms, terms[k + 1]),
+                )
+                log_f[k], log_f[k + 1] = (
+                    torch.where(accept, down, log_f[k]),
+                    torch.where(accept, up, log_f[k + 1]),
+                )
+                source[k], source[k + 1] = (
+                    torch.where(accept, source[k + 1], source[k]),
+                    torch.where(accept, source[k], source[k + 1]),
+                )
+                accepted[k] = accept
+        order = source.reshape(-1)
+        moved = (order != torch.arange(order.numel(), device=device)).view(n_levels, n_chains)
+        ones = torch.ones(n_chains, dtype=visible[0].dtype, device=device)
+        new_layers = []
+        for k, level_model in enumerate(level_models):
+            chains = Chains(layers=(visible[k], hidden[k]), beta=ones)
+            redrawn = redraw_summed_layers(level_model, chains, terms[k], generator=generator)
+            new_hidden = torch.where(moved[k][:, None], redrawn.layers[1], hidden[k])
+            new_layers.append((visible[k], new_hidden))
+        return new_layers, terms, order, accepted
+
+    @staticmethod
+    def _update_directions(direction: Tensor) -> tuple[Tensor, Tensor]:
+        """Relabel replicas at the ends of the ladder; returns (direction, round trips completed)."""
+        direction = direction.clone()
+        bottom, top = direction[0], direction[-1]
+        completed = (bottom == _DOWN).to(torch.int64)
+        direction[0] = torch.full_like(bottom, _UP)
+        direction[-1] = torch.where(top == _UP, torch.full_like(top, _DOWN), top)
+        return direction, completed
+
+
+@register_scheme("ptt")
+def trajectory_tempering(operator: Operator, **options: Any) -> TrajectoryTempering:
+    """``sample(model, sampler="ptt", trajectory=..., levels=..., min_acceptance=..., swap_every=..., pairs=...)``."""
+    if "trajectory" not in options:
+        raise ValidationError(
+            "sampler 'ptt' needs trajectory= (a Trajectory, a trajectory.safetensors file or a run directory)"
+        )
+    return TrajectoryTempering(operator, **options)
