@@ -71,6 +71,8 @@ def test_lower_bound_from_data_starts_at_the_rows_and_is_reproducible():
     assert first == second
     assert first.started_from == "data"
     assert first.n_draws == 10 * 6
+    padded = certified_lower_bound(model, data=data, n_chains=50, n_sweeps=5, generator=7)
+    assert padded.started_from == "data and base" and padded.n_draws == 50 * 6
 
 
 def test_lower_bound_refuses_models_it_cannot_bound():

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 from torch.nn.functional import softplus
 
+from boltzlab.chains import Chains
 from boltzlab.models.rbm import RBM
 from boltzlab.operators import resolve
 from boltzlab.rng import resolve_generator
@@ -56,7 +57,7 @@ class LowerBound:
         Good-Turing estimate of the probability mass outside the visited set, in [0, 1]:
         the fraction of draws that hit a state seen exactly once. Near 0 means the bound is
         likely tight; near 1 means it says little (typical for a layer of hundreds of units).
-    started_from : {"data", "base"}
+    started_from : {"data", "data and base", "base"}
         Where the chains started.
     cost_sweeps : int
         Chain-sweeps spent (chains × sweeps).
@@ -128,7 +129,8 @@ def certified_lower_bound(
     model : RBM
     data : Tensor or array, shape (n_examples, n_visible), optional
         Starting states: up to ``n_chains`` rows (drawn without replacement when there are
-        more). Without data the chains start from exact base samples.
+        more; when there are fewer, the other chains start from the base). Without data the
+        chains start from exact base samples.
     n_chains : int, default 1000
     n_sweeps : int, default 200
         Sweeps at β = 1; the states of every sweep (and the starting states) are collected.
@@ -156,6 +158,15 @@ def certified_lower_bound(
                 rows = rows[pick]
             chains = model.chains_from(rows, generator=generator, beta=1.0)
             started_from = "data"
+            if rows.shape[0] < n_chains:
+                # Few rows (RAISE's held-out examples, say): the rest start from the base, so
+                # the bound is never weaker than the one without data.
+                base = model.init_chains(n_chains - rows.shape[0], generator=generator).with_beta(1.0)
+                chains = Chains(
+                    layers=tuple(torch.cat(pair) for pair in zip(chains.layers, base.layers, strict=True)),
+                    beta=torch.cat([chains.beta, base.beta]),
+                )
+                started_from = "data and base"
         else:
             chains = model.init_chains(n_chains, generator=generator).with_beta(1.0)
             started_from = "base"

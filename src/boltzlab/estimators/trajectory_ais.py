@@ -44,6 +44,7 @@ whose update reads a unit's current value has the hidden layer redrawn from ``p_
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,7 @@ from boltzlab.estimators.registry import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.models.base import MarginalTerms
 from boltzlab.models.rbm import RBM
-from boltzlab.models.trajectory import Trajectory
+from boltzlab.models.trajectory import Trajectory, as_trajectory
 from boltzlab.numerics import ess, log_ess, log_mean_exp, log_mean_exp_stderr, softplus
 from boltzlab.operators.base import Operator
 from boltzlab.rng import resolve_generator
@@ -119,22 +120,16 @@ class TrajectoryAISInfo:
 
 
 def resolve_trajectory(trajectory: Any, model: RBM) -> tuple[Trajectory, bool]:
-    """The path for ``model``: ``trajectory`` (a :class:`Trajectory`, a file or a run
-    directory) in the model's dtype and device, ending at the model; returns it and whether
-    the model had to be appended."""
+    """The path for ``model``: ``trajectory`` (anything :func:`~boltzlab.models.trajectory.as_trajectory`
+    reads) in the model's dtype and device, ending at the model; returns it and whether the
+    model had to be appended."""
     if trajectory is None:
         raise ValidationError(
-            "trajectory-ais needs trajectory= (a boltzlab Trajectory, a trajectory.safetensors file, or a "
-            "run directory holding one); record it by training with the snapshot recorder "
-            "(boltzlab.training.snapshots.SnapshotRecorder)"
+            "trajectory-ais needs trajectory= (a boltzlab Trajectory, a trajectory.safetensors file, a "
+            "run directory holding one, or the snapshots as models); record it by training with the "
+            "snapshot recorder (boltzlab.training.snapshots.SnapshotRecorder)"
         )
-    if isinstance(trajectory, (str, Path)):
-        trajectory = Trajectory.load(trajectory)
-    if not isinstance(trajectory, Trajectory):
-        raise ValidationError(
-            "trajectory must be a Trajectory, a trajectory.safetensors file or a run directory, "
-            f"got {type(trajectory).__name__}"
-        )
+    trajectory = as_trajectory(trajectory)
     trajectory.check_model(model)
     trajectory = trajectory.to(device=model.device, dtype=model.dtype)
     ended = trajectory.ending_at(model)
@@ -298,34 +293,31 @@ def plan_positions(
     segment_lengths : Tensor, shape (n_points − 1,), float64
     """
     n_segments = n_points - 1
-    lengths = torch.zeros(n_segments, dtype=torch.float64)
-    for start, _, spread in pilot_steps:
-        lengths[_segment_of(start, n_points)] += spread
+    by_segment: list[list[tuple[float, float]]] = [[] for _ in range(n_segments)]
+    for start, end, spread in pilot_steps:
+        by_segment[_segment_of(start, n_points)].append((end, spread))
+    lengths = torch.tensor([sum(spread for _, spread in steps) for steps in by_segment], dtype=torch.float64)
     total = float(lengths.sum())
     if total > 0.0:
         counts = torch.clamp(torch.round(n_steps * lengths / total), min=1).to(torch.int64)
     else:
         counts = torch.full((n_segments,), max(1, n_steps // n_segments), dtype=torch.int64)
     positions = [0.0]
-    for segment in range(n_segments):
-        inside = [
-            (start, end, spread)
-            for start, end, spread in pilot_steps
-            if _segment_of(start, n_points) == segment
-        ]
-        knots = [float(segment)] + [end for _, end, _ in inside]
+    for segment, inside in enumerate(by_segment):
+        knots = [float(segment)] + [end for end, _ in inside]
         cumulative = [0.0]
-        for _, _, spread in inside:
+        for _, spread in inside:
             cumulative.append(cumulative[-1] + spread)
-        count = int(counts[segment])
-        length = cumulative[-1]
+        count, length = int(counts[segment]), cumulative[-1]
+        index = 1
         for j in range(1, count):
             if length <= 0.0:
                 positions.append(segment + j / count)
                 continue
             goal = length * j / count
-            # Invert the piecewise-linear cumulative length on the pilot's knots.
-            index = next(k for k in range(1, len(cumulative)) if cumulative[k] >= goal)
+            # Invert the piecewise-linear cumulative length on the pilot's knots (goals ascend).
+            while index < len(cumulative) - 1 and cumulative[index] < goal:
+                index += 1
             low, high = cumulative[index - 1], cumulative[index]
             share = 0.0 if high == low else (goal - low) / (high - low)
             positions.append(knots[index - 1] + share * (knots[index] - knots[index - 1]))
@@ -399,12 +391,12 @@ def _anneal(
 def trajectory_ais(
     model: RBM,
     *,
-    trajectory: Trajectory | str | Path | None = None,
+    trajectory: Trajectory | str | Path | Sequence[Any] | None = None,
     n_chains: int = 256,
     n_steps: int | None = None,
     n_steps_per_segment: int | None = None,
     target_variance: float = 0.5,
-    max_steps: int = 20_000,
+    max_steps: int = 6000,
     n_sweeps: int = 1,
     operator: str | Operator = "gibbs",
     pilot_chains: int = 64,
@@ -419,9 +411,11 @@ def trajectory_ais(
     model : RBM
         The model whose ``log Z`` is wanted: the end of the path. Appended to the trajectory
         when its last point differs from it.
-    trajectory : Trajectory or str or Path
-        The snapshots saved while training ``model`` (same sizes), or the path of a
-        ``trajectory.safetensors`` file or of a run directory holding one.
+    trajectory : Trajectory, str, Path, or sequence of RBMs or paths
+        The snapshots saved while training ``model`` (same sizes): a :class:`Trajectory`, a
+        ``trajectory.safetensors`` file, a run directory holding one, a directory of model
+        files (one per snapshot), or the snapshot models in training order
+        (:func:`~boltzlab.models.trajectory.as_trajectory`).
     n_chains : int, default 256
         Independent annealing runs.
     n_steps : int, optional
@@ -432,8 +426,8 @@ def trajectory_ais(
         Instead of the pilot: this many equally spaced increments between consecutive points.
     target_variance : float, default 0.5
         Predicted ``Var(log w)`` that sets the default ``K``.
-    max_steps : int, default 20000
-        Cap on the default ``K``.
+    max_steps : int, default 6000
+        Cap on the default ``K`` (with 256 chains, about the sweeps of default AIS).
     n_sweeps : int, default 1
         Operator sweeps per intermediate distribution.
     operator : str or Operator, default "gibbs"
@@ -462,7 +456,7 @@ def trajectory_ais(
     Examples
     --------
     >>> import torch, boltzlab as bl
-    >>> from boltzlab.models.trajectory import Trajectory
+    >>> from boltzlab.models.trajectory import Trajectory, as_trajectory
     >>> model = bl.RBM(n_visible=6, n_hidden=3, generator=0, weight_std=1.0)
     >>> path = Trajectory.from_models([bl.RBM(weights=s * model.weights.detach()) for s in (0.3, 0.6)])
     >>> result = bl.estimate_log_z(model, method="trajectory-ais", trajectory=path, n_chains=100,

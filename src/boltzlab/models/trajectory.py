@@ -36,8 +36,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +56,7 @@ from boltzlab.numerics import softplus
 from boltzlab.rng import resolve_generator, sample_bernoulli
 from boltzlab.validation import check_positive_int
 
-__all__ = ["TRAJECTORY_FILE", "TRAJECTORY_FORMAT", "TRAJECTORY_FORMAT_VERSION", "Trajectory"]
+__all__ = ["TRAJECTORY_FILE", "TRAJECTORY_FORMAT", "TRAJECTORY_FORMAT_VERSION", "Trajectory", "as_trajectory"]
 
 TRAJECTORY_FILE = "trajectory.safetensors"
 TRAJECTORY_FORMAT = "boltzlab-trajectory"
@@ -559,6 +561,69 @@ def resolve_trajectory_path(path: str | Path, *, for_writing: bool) -> Path:
             "(boltzlab.training.snapshots.SnapshotRecorder) to record a trajectory"
         )
     return path
+
+
+def as_trajectory(value: Any) -> Trajectory:
+    """``value`` read as a :class:`Trajectory`: what estimators and samplers accept as ``trajectory=``.
+
+    Accepted: a :class:`Trajectory`; the path of a ``trajectory.safetensors`` file; a run
+    directory holding one (directly or in ``checkpoints/``); a directory of model files, one
+    per snapshot (e.g. ``update-00000100.safetensors``), taken in the order of the number in
+    their names; or a sequence of RBMs or of model-file paths in training order. Update
+    indices come from the file names when each holds a number, else ``0, 1, …``.
+
+    Raises
+    ------
+    ValidationError
+        A value of another kind, or snapshots of different sizes.
+    ModelFileError
+        An unreadable file, or a directory with neither a trajectory nor model files.
+    """
+    if isinstance(value, Trajectory):
+        return value
+    if isinstance(value, (str, Path)):
+        path = Path(value)
+        if path.is_dir() and not any(
+            (path / name).is_file() for name in (TRAJECTORY_FILE, f"checkpoints/{TRAJECTORY_FILE}")
+        ):
+            files = sorted(
+                (
+                    candidate
+                    for candidate in path.glob("*.safetensors")
+                    if candidate.name != "model.safetensors"
+                ),
+                key=lambda candidate: (
+                    _number_in(candidate.name) is None,
+                    _number_in(candidate.name) or 0,
+                    candidate.name,
+                ),
+            )
+            if files:
+                return _from_model_files(files)
+        return Trajectory.load(path)
+    if isinstance(value, Sequence) and value and not isinstance(value, (str, bytes)):
+        items = list(value)
+        if all(isinstance(item, (str, Path)) for item in items):
+            return _from_model_files([Path(item) for item in items])
+        if all(isinstance(item, RBM) for item in items):
+            return Trajectory.from_models(items)
+    raise ValidationError(
+        "trajectory must be a Trajectory, a trajectory.safetensors file, a run directory, a directory of "
+        f"model files, or a sequence of RBMs or model-file paths; got {type(value).__name__}"
+    )
+
+
+def _number_in(name: str) -> int | None:
+    digits = re.findall(r"\d+", name)
+    return int(digits[-1]) if digits else None
+
+
+def _from_model_files(paths: list[Path]) -> Trajectory:
+    models = [RBM.load(path) for path in paths]
+    numbers = [_number_in(path.name) for path in paths]
+    known = [number for number in numbers if number is not None]
+    increasing = len(known) == len(numbers) and all(b > a for a, b in pairwise(known))
+    return Trajectory.from_models(models, updates=numbers if increasing else None)
 
 
 def _stack(values: Sequence[Tensor] | Tensor, name: str) -> Tensor:

@@ -50,7 +50,7 @@ from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, log_f_marginal
 from boltzlab.models.rbm import RBM
-from boltzlab.models.trajectory import Trajectory
+from boltzlab.models.trajectory import Trajectory, as_trajectory
 from boltzlab.operators.base import Operator
 from boltzlab.operators.base import resolve as resolve_operator
 from boltzlab.tempering.base import metropolis_accept, redraw_summed_layers
@@ -205,9 +205,10 @@ class TrajectoryTempering:
     ----------
     operator : Operator
         Run at every level with that level's parameters.
-    trajectory : Trajectory or str or Path
-        The model's training trajectory, or a ``trajectory.safetensors`` file or run
-        directory holding one.
+    trajectory : Trajectory, str, Path, or sequence of RBMs or paths
+        The model's training trajectory, in any form
+        :func:`~boltzlab.models.trajectory.as_trajectory` reads (a ``trajectory.safetensors``
+        file or run directory, a directory of model files, the snapshot models).
     levels : {"all", "acceptance"} or sequence of float, default "all"
         Trajectory points to use as levels below the model (see the module docstring);
         explicit positions must start at 0 and ascend within ``[0, n_points − 1]``.
@@ -228,7 +229,7 @@ class TrajectoryTempering:
     Examples
     --------
     >>> import torch, boltzlab as bl
-    >>> from boltzlab.models.trajectory import Trajectory
+    >>> from boltzlab.models.trajectory import Trajectory, as_trajectory
     >>> from boltzlab.tempering.ptt import TrajectoryTempering
     >>> model = bl.RBM(n_visible=7, n_hidden=3, generator=0, weight_std=1.0)
     >>> path = Trajectory.from_models([bl.RBM(weights=s * model.weights.detach()) for s in (0.3, 0.6)])
@@ -244,7 +245,7 @@ class TrajectoryTempering:
     def __init__(
         self,
         operator: Operator,
-        trajectory: Trajectory | str | Path,
+        trajectory: Trajectory | str | Path | Sequence[Any],
         *,
         levels: str | Sequence[float] = "all",
         min_acceptance: float = 0.3,
@@ -254,13 +255,7 @@ class TrajectoryTempering:
         pairs: str = "alternating",
     ) -> None:
         self.operator = resolve_operator(operator)
-        if isinstance(trajectory, (str, Path)):
-            trajectory = Trajectory.load(trajectory)
-        if not isinstance(trajectory, Trajectory):
-            raise ValidationError(
-                "trajectory must be a Trajectory, a trajectory.safetensors file or a run directory, "
-                f"got {type(trajectory).__name__}"
-            )
+        trajectory = as_trajectory(trajectory)
         if pairs not in PAIR_SCHEDULES:
             raise ValidationError(
                 f"pairs must be one of {', '.join(map(repr, PAIR_SCHEDULES))}, got {pairs!r}"
