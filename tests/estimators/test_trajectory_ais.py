@@ -250,3 +250,35 @@ def test_refuses_bad_options(options, message):
 def test_registered_under_its_method_name():
     assert "trajectory-ais" in bl.estimators.methods()
     assert trajectory_ais_module.trajectory_ais is trajectory_ais
+
+
+def test_accepts_snapshots_as_models_model_files_or_a_folder_of_them(tmp_path):
+    # The forms benchmarks and users hold: RBMs in training order, their files, or a folder of
+    # ``update-XXXXXXXX.safetensors`` files (update indices from the names). Same seed, same path,
+    # same estimate as the Trajectory built from the same snapshots.
+    model = models()[0]
+    snapshots = [
+        bl.RBM(
+            weights=scale * model.weights.detach(),
+            hidden_bias=model.hidden_bias.detach(),
+            dtype=torch.float64,
+        )
+        for scale in (0.2, 0.6)
+    ]
+    reference = trajectory_ais(
+        model, trajectory=Trajectory.from_models(snapshots, updates=[5, 50]), n_chains=40, generator=9
+    )
+    paths = [
+        snapshot.save(tmp_path / f"update-{update:08d}.safetensors")
+        for snapshot, update in zip(snapshots, (5, 50), strict=True)
+    ]
+    model.save(tmp_path / "model.safetensors")  # a run's final model beside them is not a snapshot
+    for form in (snapshots, paths, tmp_path):
+        result = trajectory_ais(model, trajectory=form, n_chains=40, generator=9)
+        assert result.log_z == reference.log_z, form
+    assert trajectory_ais(model, trajectory=tmp_path, n_chains=40, generator=9).info.updates.tolist() == [
+        -1,
+        5,
+        50,
+        51,
+    ]

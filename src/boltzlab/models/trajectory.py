@@ -5,7 +5,7 @@ temperature, is what keeps ``log Z`` estimates honest on sharp, PCD-trained RBMs
 training step changes the distribution a little, while the temperature path from a product
 base to a sharp model crosses a first-order-like transition where AIS weights degenerate
 (Béreux, Decelle, Furtlehner, Rosset & Seoane 2024, "Fast, accurate training and sampling of
-Restricted Boltzmann Machines", §3: trajectory AIS and parallel tempering across training
+Restricted Boltzmann Machines": trajectory AIS and parallel tempering across training
 checkpoints, PTT). docs/algorithms.md §4.1 restates AIS.
 
 **Path.** Points ``θ_0, …, θ_{P−1}`` with ``θ = (W, b, c)``; between two points the path is
@@ -168,7 +168,9 @@ class Trajectory:
     >>> import torch, boltzlab as bl
     >>> from boltzlab.models.trajectory import Trajectory
     >>> w = torch.ones(3, 2)
-    >>> path = Trajectory.from_snapshots([0.5 * w, w], [torch.zeros(3)] * 2, [torch.zeros(2)] * 2, updates=[0, 10])
+    >>> path = Trajectory.from_snapshots(
+    ...     [0.5 * w, w], [torch.zeros(3)] * 2, [torch.zeros(2)] * 2, updates=[0, 10]
+    ... )
     >>> path.n_points, path.updates.tolist()
     (3, [-1, 0, 10])
     >>> path.model_at(1.5).weights[0, 0].item()
@@ -236,7 +238,8 @@ class Trajectory:
         steps = steps.to(device="cpu", dtype=torch.int64)
         if w.dim() != 3:
             raise ValidationError(
-                f"weights must be snapshots of shape (n_visible, n_hidden), got stacked shape {tuple(w.shape)}"
+                "weights must be snapshots of shape (n_visible, n_hidden), got stacked shape "
+                f"{tuple(w.shape)}"
             )
         if steps.dim() != 1 or steps.numel() != w.shape[0]:
             raise ValidationError(
@@ -683,7 +686,8 @@ def _read_trajectory_file(path: Path) -> tuple[dict[str, Tensor], dict[str, Any]
     if version != str(TRAJECTORY_FORMAT_VERSION):
         raise _refuse(
             path,
-            f"format version {str(version)[:20]!r} is not supported (this boltzlab reads {TRAJECTORY_FORMAT_VERSION})",
+            f"format version {str(version)[:20]!r} is not supported "
+            f"(this boltzlab reads {TRAJECTORY_FORMAT_VERSION})",
         )
     try:
         tensors = safetensors_load(data)

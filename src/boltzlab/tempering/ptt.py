@@ -1,7 +1,7 @@
 """Parallel tempering across training snapshots (PTT): replicas at the parameters a model visited.
 
 Béreux, Decelle, Furtlehner, Rosset & Seoane (2024, "Fast, accurate training and sampling of
-Restricted Boltzmann Machines", §3.1): instead of a temperature ladder, replica ``k`` runs at
+Restricted Boltzmann Machines"): instead of a temperature ladder, replica ``k`` runs at
 the parameters ``θ_k`` of the ``k``-th level taken from the training trajectory
 (:class:`~boltzlab.models.trajectory.Trajectory`), from the zero-weight anchor (level 0, where
 one Gibbs sweep is an exact draw) to the model itself (the last level). Neighbouring levels
@@ -10,9 +10,12 @@ exchange states with the Metropolis rule on the hidden-summed densities
     log A = log f_k(x_{k+1}) + log f_{k+1}(x_k) − log f_k(x_k) − log f_{k+1}(x_{k+1}),
     log f_θ(v) = b·v + Σ_j softplus(c_j + (v W)_j),
 
-so the product ``Π_k p_{θ_k}`` is invariant and the last replicas sample the model. Sharp
-models trained far (PCD) keep their modes through training, so the early snapshots mix
-between them where temperature ladders cross a first-order-like transition.
+so the product ``Π_k p_{θ_k}`` is invariant and the last replicas sample the model. Early
+snapshots mix between modes that form along training, where temperature ladders may cross a
+first-order-like transition; swaps need overlapping neighbours, though: between the 19
+snapshots the hard-model benchmark saves for a 10,000-update PCD run, late neighbours swap
+with probability 0.001, so denser snapshots or interpolated levels (fractional positions) are
+needed there.
 
 As in :mod:`boltzlab.tempering.parallel`: the swap round due after a sweep is performed at the
 start of the next step and its summed-out pieces give that step's sweep its hidden
@@ -263,7 +266,8 @@ class TrajectoryTempering:
         if isinstance(levels, str):
             if levels not in LEVEL_CHOICES:
                 raise ValidationError(
-                    f"levels must be one of {', '.join(map(repr, LEVEL_CHOICES))} or positions, got {levels!r}"
+                    f"levels must be one of {', '.join(map(repr, LEVEL_CHOICES))} or positions, "
+                    f"got {levels!r}"
                 )
         else:
             levels = tuple(trajectory.check_position(position) for position in levels)
@@ -461,7 +465,8 @@ class TrajectoryTempering:
         for index, (layer, size) in enumerate(zip(layers, model.layer_sizes, strict=True)):
             if tuple(layer.shape) != (n_levels * n_chains, size):
                 raise ValidationError(
-                    f"saved layer {index} has shape {tuple(layer.shape)}, expected ({n_levels * n_chains}, {size})"
+                    f"saved layer {index} has shape {tuple(layer.shape)}, "
+                    f"expected ({n_levels * n_chains}, {size})"
                 )
         return TrajectoryTemperingState(
             chains=Chains(layers=layers, beta=tensors["beta"].to(device=device, dtype=dtype)),
@@ -651,7 +656,8 @@ class TrajectoryTempering:
 
 @register_scheme("ptt")
 def trajectory_tempering(operator: Operator, **options: Any) -> TrajectoryTempering:
-    """``sample(model, sampler="ptt", trajectory=..., levels=..., min_acceptance=..., swap_every=..., pairs=...)``."""
+    """``sample(model, sampler="ptt", trajectory=..., levels=..., min_acceptance=..., swap_every=...,
+    pairs=...)``."""
     if "trajectory" not in options:
         raise ValidationError(
             "sampler 'ptt' needs trajectory= (a Trajectory, a trajectory.safetensors file or a run directory)"

@@ -1,7 +1,7 @@
 """Recording the training trajectory: parameter snapshots at geometrically spaced updates.
 
 Trajectory AIS and parallel tempering across training snapshots (Béreux et al. 2024,
-"Fast, accurate training and sampling of Restricted Boltzmann Machines", §3) anneal through
+"Fast, accurate training and sampling of Restricted Boltzmann Machines") anneal through
 the parameters a model visited while it learnt. Early updates change the model most per
 update, so snapshots are dense at the start and geometrically spaced later: every update
 while the geometric grid is finer than one update, then updates ``≈ n^(k/(m−1))``, with the
