@@ -12,15 +12,20 @@ Usage::
 
     python benchmarks/hard_models.py                       # default preset (~20–30 min, 1 thread)
     python benchmarks/hard_models.py --preset tiny         # seconds; checks the pipeline
-    python benchmarks/hard_models.py --methods default trajectory-ais --datasets mnist
+    python benchmarks/hard_models.py --methods trajectory-ais --datasets mnist
     python benchmarks/hard_models.py --option ais.n_chains=1000 --methods ais
 
 Writes ``hard_models.csv`` (one row per model and method), ``hard_models_diagnostics.csv``
 (the same rows' error, stderr and verdict beside every scalar of ``est.info``, as ``info.<key>``)
 and ``hard_models.md`` to ``--out`` (default ``benchmarks/results``); models are cached with a
-JSON sidecar in ``--cache`` (default ``runs/hard-models``). A dataset that cannot be loaded is
-skipped with a line saying why; an estimator that raises is recorded as a row. Not part of the
-test suite (``tests/test_hard_models_bench.py`` runs the tiny preset).
+JSON sidecar and the training trajectory ``bl.train`` records by default
+(``trajectory.safetensors``, 64 geometrically spaced snapshots) in ``--cache`` (default
+``runs/hard-models``). ``trajectory-ais`` is one of the default methods and is scored on every
+model that has a trajectory (a cached model without ``trajectory.safetensors`` is retrained,
+bit for bit the same model, to record one; an older ``trajectory/`` folder of snapshot files
+is used when ``--no-trajectory`` is given). A dataset that cannot be loaded is skipped with a
+line saying why; an estimator that raises is recorded as a row. Not part of the test suite
+(``tests/test_hard_models_bench.py`` runs the tiny preset).
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ from typing import Any
 import torch
 
 import boltzlab as bl
+from boltzlab.models.trajectory import TRAJECTORY_FILE
+from boltzlab.training.snapshots import DEFAULT_MAX_SNAPSHOTS
 
 # The companion sits beside this script, and benchmarks/ is not a package.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -57,7 +64,7 @@ from hard_models_report import (
 __all__ = ["ALGORITHMS", "PRESETS", "breakdown", "confident_miss", "covered", "main", "summarize"]
 
 ROOT = Path(__file__).resolve().parent.parent
-STANDARD_METHODS = ("exact", "ais", "raise", "rts", "ts", "ti", "ti-rb", "mbar")
+STANDARD_METHODS = ("exact", "ais", "raise", "rts", "ts", "ti", "ti-rb", "mbar", "trajectory-ais")
 BATCH_SIZE = 100
 HELD_OUT_FRACTION = 0.1  # for datasets with no test or validation split (binary alphadigits)
 
@@ -107,6 +114,7 @@ PRESETS: dict[str, Preset] = {
             "ais": {"n_chains": 16, "n_temperatures": 200},
             "raise": {"n_chains": 2, "n_temperatures": 100},
             **{m: dict(_TEMPERED_TINY) for m in ("rts", "ts", "ti", "ti-rb", "mbar")},
+            "trajectory-ais": {"n_chains": 16, "n_steps": 200, "pilot_chains": 8, "n_candidates": 4},
         },
     ),
     "default": Preset(
@@ -152,31 +160,6 @@ def load_split(name: str, *, seed: int, root: Path | None = None) -> tuple[torch
 # --- models ---------------------------------------------------------------------------------------
 
 
-class TrajectorySaver(bl.training.Callback):
-    """Snapshots of the model during training, for estimators that anneal along the trajectory.
-
-    Saved at about ten geometrically and ten evenly spaced updates (early training changes the
-    model fastest), as ``update-XXXXXXXX.safetensors``.
-    """
-
-    def __init__(self, directory: Path, n_updates: int, n_points: int = 10) -> None:
-        self.directory = directory
-        geometric = {round(n_updates ** (i / (n_points - 1))) for i in range(n_points)}
-        linear = {round(n_updates * i / (n_points - 1)) for i in range(n_points)}
-        self.updates = geometric | linear | {0}
-
-    def _save(self, run: Any) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        run.model.save(self.directory / f"update-{run.update:08d}.safetensors")
-
-    def on_train_begin(self, run: Any) -> None:
-        self._save(run)  # update 0: the initial model, after the base rate was fitted
-
-    def on_update(self, run: Any) -> None:
-        if run.update in self.updates:
-            self._save(run)
-
-
 def obtain_model(
     cache: Path,
     dataset: str,
@@ -210,13 +193,15 @@ def obtain_model(
     name = f"{dataset}-{algorithm}-h{n_hidden}-u{n_updates}-s{seed}"
     directory = cache / name
     model_path, sidecar_path = directory / "model.safetensors", directory / "model.json"
-    if not retrain and model_path.is_file() and sidecar_path.is_file():
+    # A cached model without its trajectory is trained again: the snapshot recorder draws no
+    # random numbers, so the same seed gives the same model, now with trajectory.safetensors.
+    has_trajectory = (directory / TRAJECTORY_FILE).is_file() or not save_trajectory
+    if not retrain and model_path.is_file() and sidecar_path.is_file() and has_trajectory:
         sidecar = json.loads(sidecar_path.read_text())
         if sidecar.get("config") == config:
             return bl.RBM.load(model_path), sidecar, directory
     directory.mkdir(parents=True, exist_ok=True)
     model = bl.RBM(n_visible=train.shape[1], n_hidden=n_hidden, generator=_generator(seed))
-    callbacks = [TrajectorySaver(directory / "trajectory", n_updates)] if save_trajectory else []
     started = time.perf_counter()
     bl.train(
         model,
@@ -228,7 +213,8 @@ def obtain_model(
         learning_rate=spec.learning_rate,
         lr_schedule=spec.lr_schedule,
         generator=_generator(seed + 1),
-        callbacks=callbacks,
+        snapshots=DEFAULT_MAX_SNAPSHOTS if save_trajectory else None,
+        snapshot_dir=directory,
     )
     train_seconds = time.perf_counter() - started
     started = time.perf_counter()
@@ -272,7 +258,11 @@ def _named_parameters(method: str) -> set[str]:
 
 
 def trajectory_option(run_directory: Path, how: str) -> Any:
-    """The saved trajectory as a list of models (or paths, or the folder), in training order."""
+    """The run's trajectory: ``trajectory.safetensors`` (its path, or the run directory with
+    ``how="dir"``), else an older ``trajectory/`` folder of snapshot files (as models, paths or
+    the folder); ``None`` when the run has neither."""
+    if (run_directory / TRAJECTORY_FILE).is_file():
+        return run_directory if how == "dir" else run_directory / TRAJECTORY_FILE
     folder = run_directory / "trajectory"
     paths = sorted(folder.glob("update-*.safetensors"))
     if not paths:
@@ -292,10 +282,14 @@ def method_options(
     dataset: str,
     run_directory: Path,
     trajectory_as: str,
+    check_data: torch.Tensor | None = None,
 ) -> dict[str, Any]:
     """The options one method gets: the preset's and the user's, plus ``data`` (held-out
-    examples, the same ones for every model of a dataset) and ``trajectory`` where it takes them."""
+    examples, the same ones for every model of a dataset) and ``trajectory`` where it takes them,
+    and ``check_data`` (where the verdict's lower-bound witness starts) when given."""
     options = {**preset.method_options.get(method, {}), **extra.get(method, {})}
+    if check_data is not None and method != "exact":
+        options.setdefault("check_data", check_data)
     needs = _named_parameters(method)
     if "data" in needs and "data" not in options:
         order = torch.randperm(held_out.shape[0], generator=_generator(_stable_seed("raise", dataset)))
@@ -376,7 +370,17 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--raise-examples", type=int, help="Held-out examples given to RAISE as data=.")
     parser.add_argument("--trajectory-as", choices=("models", "paths", "dir"), default="models")
-    parser.add_argument("--no-trajectory", action="store_true", help="Do not save training snapshots.")
+    parser.add_argument(
+        "--no-trajectory",
+        action="store_true",
+        help="Train without recording snapshots (bl.train snapshots=None).",
+    )
+    parser.add_argument(
+        "--check-data",
+        action="store_true",
+        help="Start every verdict's lower-bound witness from the training data, as boltzlab evaluate "
+        "does (default: from the base, as estimate_log_z does without check_data).",
+    )
     parser.add_argument("--retrain", action="store_true", help="Ignore cached models.")
     parser.add_argument("--cache", type=Path, default=ROOT / "runs" / "hard-models")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
@@ -447,7 +451,11 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
                     dataset=dataset,
                     run_directory=run_directory,
                     trajectory_as=arguments.trajectory_as,
+                    check_data=train if arguments.check_data else None,
                 )
+                if "trajectory" in _named_parameters(method) and "trajectory" not in options:
+                    print(f"  {method}: skipped (the model has no training trajectory)", file=sys.stderr)
+                    continue
                 seed = _stable_seed(sidecar["name"], method, arguments.seed)
                 row, info = score(model, method, exact=exact, seed=seed, options=options)
                 rows.append({**base, **row})

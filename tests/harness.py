@@ -735,3 +735,53 @@ def check_scheme_round_trip(
     for key in expected:
         assert torch.equal(expected[key], got[key]), key
     return state, restored
+
+
+# ---------------------------------------------------------------------------- samplers (bl.sample)
+def exact_mode_mass(model: Any, pattern: Tensor) -> float:
+    """Exact mass of the visible states nearer to ``pattern`` than to its complement."""
+    visible_states = joint_states((model.layer_sizes[0],))[0]
+    in_mode = (visible_states == pattern).to(torch.float64).mean(1) > 0.5
+    return float(exact_distribution(model, 1)[in_mode].sum())
+
+
+def mode_mass(samples: Tensor, pattern: Tensor) -> tuple[float, float]:
+    """Share of β = 1 samples in ``pattern``'s mode and its standard error; ``samples`` (T, n, V).
+
+    The chains of a tempered sampler are independent (systems of PT, chains of ST given its
+    frozen weights, CAST's slow chains), so each chain's time average is one independent
+    estimate and their spread gives the standard error, whatever the autocorrelation in time.
+    """
+    in_mode = ((samples == pattern).to(torch.float64).mean(-1) > 0.5).to(torch.float64)
+    per_chain = in_mode.mean(0)
+    return float(per_chain.mean()), float(per_chain.std() / math.sqrt(per_chain.numel()))
+
+
+def check_adapted_sampler_exact(
+    sampler: str,
+    *,
+    models: list[Any] | None = None,
+    n_chains: int = 4000,
+    n_sweeps: int = 100,
+    seed: int = 0,
+    **options: Any,
+) -> None:
+    """``bl.sample`` on its default adapt-then-freeze path samples the target exactly.
+
+    On every tiny model, ``n_chains`` independent chains adapt shared level weights on a
+    placed ladder, freeze them and run ``n_sweeps`` more steps; their final β = 1 states (all
+    layers: joint states) must match the exact distribution within the sample-size bound
+    (:func:`assert_exact_samples`). The frozen kernel leaving ``p`` invariant is checked by
+    :func:`check_scheme_exact` with fixed weights; this checks the whole default path,
+    adaptation included, in the long run.
+    """
+    models = tiny_rbms() if models is None else models
+    for index, model in enumerate(models):
+        result = bl.sample(
+            model, sampler=sampler, n_chains=n_chains, n_sweeps=n_sweeps, generator=seed + index, **options
+        )
+        adaptation = result.info.adaptation
+        assert adaptation is not None, f"{sampler}: the default path must adapt, then freeze"
+        assert float(adaptation.ladder.betas[0]) == 0.0, "the adapted ladder must reach the base"
+        label = f"{sampler} (adapt, then freeze), model {index}"
+        assert_exact_samples(model, result.chains.layers, label=label)

@@ -120,3 +120,36 @@ def test_replace_revalidates():
     with pytest.raises(ValueError, match="beta has shape"):
         dataclasses.replace(chains, beta=torch.ones(2))
     assert dataclasses.replace(chains, beta=torch.zeros(N_CHAINS)).beta.sum() == 0
+
+
+def test_checkpoint_tensors_round_trip_with_and_without_beta():
+    chains = make_chains()
+    tensors = bl.chains.chains_to_tensors(chains, "slow")
+    assert sorted(tensors) == ["slow.beta", "slow.layer0", "slow.layer1"]
+    assert tensors["slow.layer0"].data_ptr() != chains.visible.data_ptr()  # copies, not views
+    back = bl.chains.chains_from_tensors(tensors, "slow", dtype=torch.float64, device="cpu")
+    assert back.dtype == torch.float64 and torch.equal(back.beta, chains.beta.double())
+    assert all(torch.equal(a, b.double()) for a, b in zip(back.layers, chains.layers, strict=True))
+    without = bl.chains.chains_to_tensors(chains, with_beta=False)
+    assert sorted(without) == ["chains.layer0", "chains.layer1"]
+    at_one = bl.chains.chains_from_tensors(
+        without, dtype=torch.float32, device="cpu", layer_sizes=(N_VISIBLE, N_HIDDEN), beta=1.0
+    )
+    assert torch.equal(at_one.beta, torch.ones(N_CHAINS)) and torch.equal(at_one.visible, chains.visible)
+
+
+@pytest.mark.parametrize(
+    ("change", "options", "message"),
+    [
+        (lambda t: t.pop("chains.beta"), {}, "no chains under 'chains'"),
+        (lambda t: t.clear(), {"beta": 1.0}, "no chains under 'chains'"),
+        (lambda t: None, {"layer_sizes": (N_VISIBLE,)}, "2 layers under 'chains'; the model has 1"),
+        (lambda t: None, {"layer_sizes": (N_VISIBLE, 4)}, "the model's layer has 4 units"),
+        (lambda t: t.update({"chains.layer1": torch.zeros(2, N_HIDDEN)}), {}, "inconsistent chains"),
+    ],
+)
+def test_checkpoint_tensors_that_do_not_fit_are_refused_by_name(change, options, message):
+    tensors = bl.chains.chains_to_tensors(make_chains())
+    change(tensors)
+    with pytest.raises(bl.errors.ValidationError, match=message):
+        bl.chains.chains_from_tensors(tensors, dtype=torch.float32, device="cpu", **options)

@@ -1,18 +1,26 @@
-"""The state of a batch of Markov chains over a layered binary model.
+"""The state of a batch of Markov chains over a layered binary model, and its checkpoint form.
 
 ``Chains`` is a frozen dataclass: a step returns a new one and never changes its input.
 Axis 0 of every tensor is the chain axis. Layers hold 0/1 values in the model's dtype
 (real values for a continuous family).
+
+Checkpoints (docs/architecture.md, "Files") store chains as named tensors
+``{prefix}.layer0, {prefix}.layer1, …`` and, when the β are not implied by something else
+(a tempering scheme rebuilds them from its levels), ``{prefix}.beta``:
+:func:`chains_to_tensors` and :func:`chains_from_tensors` are the one place that format lives.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
 
-__all__ = ["Chains"]
+from boltzlab.errors import ValidationError
+
+__all__ = ["Chains", "chains_from_tensors", "chains_to_tensors"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,3 +97,82 @@ class Chains:
             layers=tuple(layer.to(device=device, dtype=dtype) for layer in self.layers),
             beta=self.beta.to(device=device, dtype=dtype),
         )
+
+
+def chains_to_tensors(chains: Chains, prefix: str = "chains", *, with_beta: bool = True) -> dict[str, Tensor]:
+    """Named contiguous copies of ``chains`` for a checkpoint (module docstring).
+
+    Parameters
+    ----------
+    chains : Chains
+    prefix : str, default "chains"
+        Keys are ``{prefix}.layer{i}`` and, with ``with_beta``, ``{prefix}.beta``.
+    with_beta : bool, default True
+        Leave β out when the reader rebuilds it (e.g. from a tempering scheme's levels).
+
+    Returns
+    -------
+    dict of str to Tensor
+        Copies, so a later step cannot change what is being written.
+    """
+    tensors = {
+        f"{prefix}.layer{index}": layer.contiguous().clone() for index, layer in enumerate(chains.layers)
+    }
+    if with_beta:
+        tensors[f"{prefix}.beta"] = chains.beta.contiguous().clone()
+    return tensors
+
+
+def chains_from_tensors(
+    tensors: Mapping[str, Tensor],
+    prefix: str = "chains",
+    *,
+    dtype: torch.dtype,
+    device: torch.device | str,
+    layer_sizes: Sequence[int] | None = None,
+    beta: float | None = None,
+) -> Chains:
+    """Inverse of :func:`chains_to_tensors`, on ``device`` in ``dtype``.
+
+    Parameters
+    ----------
+    tensors : mapping of str to Tensor
+    prefix : str, default "chains"
+    dtype, device
+        Of the model the chains belong to.
+    layer_sizes : sequence of int, optional
+        The model's units per layer; when given, the number of layers and their widths are
+        checked (a checkpoint of another model is refused by name, not by a shape error later).
+    beta : float, optional
+        Put every chain at this β instead of reading ``{prefix}.beta`` (for tensors written
+        with ``with_beta=False``).
+
+    Raises
+    ------
+    ValidationError
+        When the tensors hold no chains under ``prefix``, or chains that do not fit.
+    """
+    layers = []
+    while f"{prefix}.layer{len(layers)}" in tensors:
+        layers.append(tensors[f"{prefix}.layer{len(layers)}"].to(device=device, dtype=dtype))
+    if not layers or (beta is None and f"{prefix}.beta" not in tensors):
+        raise ValidationError(f"the checkpoint has no chains under {prefix!r}")
+    if layer_sizes is not None:
+        if len(layers) != len(layer_sizes):
+            raise ValidationError(
+                f"the tensors hold {len(layers)} layers under {prefix!r}; the model has {len(layer_sizes)}"
+            )
+        for layer, size in zip(layers, layer_sizes, strict=True):
+            if layer.dim() != 2 or layer.shape[1] != size:
+                raise ValidationError(
+                    f"a layer under {prefix!r} has shape {tuple(layer.shape)}; the model's layer has {size} units"
+                )
+    n_chains = layers[0].shape[0] if layers[0].dim() == 2 else 0
+    if beta is None:
+        beta_tensor = tensors[f"{prefix}.beta"].to(device=device, dtype=dtype)
+    else:
+        beta_tensor = torch.full((n_chains,), float(beta), dtype=dtype, device=device)
+    try:
+        return Chains(layers=tuple(layers), beta=beta_tensor)
+    except (TypeError, ValueError) as error:
+        raise ValidationError(f"inconsistent chains under {prefix!r}: {error}") from None

@@ -4,6 +4,11 @@ A *sampler* turns an operator into a Markov chain over the model's states. The p
 applies the operator at β = 1; tempered samplers (parallel tempering, simulated tempering,
 CAST, tempered transitions) register themselves here under their own names and take the
 operator as an argument, so every operator works inside every sampler.
+
+``sample(..., sampler="st" | "ast" | "cast")`` first adapts level weights on a ladder placed
+from β = 0 to 1, then freezes them and samples (:mod:`boltzlab.tempering.adaptation`); the
+CAST paper's adapting-for-ever settings remain those of the schemes' classes, which the
+trainers use. Every tempered run carries a verdict (docs/trust.md, "Samplers").
 """
 
 from __future__ import annotations
@@ -22,10 +27,26 @@ from boltzlab.models.base import TemperedModel
 from boltzlab.operators.base import Operator, StepInfo
 from boltzlab.registry import Registry
 from boltzlab.rng import resolve_generator
+from boltzlab.tempering.adaptation import ADAPTIVE_SAMPLERS, LevelWeightAdaptation, adapt_then_freeze
+from boltzlab.tempering.agreement import (
+    N_BATCHES,
+    N_GROUPS,
+    GroupAgreement,
+    accumulate_group_means_,
+    chain_groups,
+    group_agreement,
+)
 from boltzlab.tempering.registry import get_scheme_factory, register_scheme, schemes
+from boltzlab.tempering.verdict import (
+    GROUP_AGREEMENT_P_VALUE,
+    MAX_HOTTEST_BETA,
+    MIN_ROUND_TRIPS,
+    sampler_warnings,
+)
 from boltzlab.validation import as_model_data, check_positive_int
 
 __all__ = [
+    "GROUP_AGREEMENT_P_VALUE",
     "MAX_HOTTEST_BETA",
     "MIN_ROUND_TRIPS",
     "SampleResult",
@@ -38,6 +59,7 @@ __all__ = [
     "sample",
     "sampler_warnings",
     "samplers",
+    "wants_adaptation",
 ]
 
 
@@ -56,9 +78,11 @@ class SampleResult:
     info : Any
         Sampler-specific diagnostics (a dataclass); for ``"plain"`` a :class:`PlainInfo`.
     reliable : bool
-        The verdict of a tempered sampler (docs/trust.md): ``False`` when its chains did not
-        travel the ladder, so its β = 1 samples keep the mode proportions of their starts.
-        The plain sampler has no such diagnostic and is always ``True``.
+        The verdict of a tempered sampler (docs/trust.md, "Samplers"): ``False`` when its
+        ladder does not reach hot temperatures, its chains did not travel the ladder, or
+        independent groups of chains disagree on the β = 1 means, i.e. when its β = 1 samples
+        may keep the mode proportions of their starts. The plain sampler has no such
+        diagnostic and is always ``True``.
     warnings : tuple of str
         The reasons, each naming the diagnostic, its value and the threshold.
     """
@@ -69,47 +93,6 @@ class SampleResult:
     info: Any = field(default=None, repr=False)
     reliable: bool = True
     warnings: tuple[str, ...] = ()
-
-
-#: Round trips per chain between the two ends of a ladder below which a tempered sampler's
-#: β = 1 samples are not trusted: a chain that never went down to the hot end and back has
-#: not crossed the barriers the ladder is there to cross.
-MIN_ROUND_TRIPS = 1.0
-
-
-#: A ladder whose hottest level is above this β does not reach temperatures where the modes of
-#: a trained model mix (the CAST paper's 0.9–1 ladder is made for learning, not for sampling).
-MAX_HOTTEST_BETA = 0.5
-
-
-def sampler_warnings(summary: Any, ladder: Any = None) -> tuple[str, ...]:
-    """Reasons not to trust a tempered run: its ladder's reach and its chains' round trips."""
-    reasons: list[str] = []
-    betas = getattr(ladder, "betas", ladder)
-    if isinstance(betas, Tensor) and betas.numel() > 1:
-        hottest = float(betas.min())
-        if hottest > MAX_HOTTEST_BETA:
-            reasons.append(
-                f"the ladder's hottest level is β = {hottest:.3g}, above {MAX_HOTTEST_BETA:g}: chains "
-                "never reach temperatures where separated modes mix (pass a ladder that reaches β = 0)"
-            )
-    return tuple(reasons) + _round_trip_warnings(getattr(summary, "fast", summary))
-
-
-def _round_trip_warnings(summary: Any) -> tuple[str, ...]:
-    trips = getattr(summary, "round_trips", None)
-    occupancy = getattr(summary, "occupancy", None)
-    n_levels = int(occupancy.numel()) if isinstance(occupancy, Tensor) else None
-    if not isinstance(trips, Tensor) or trips.numel() == 0 or n_levels == 1:
-        return ()
-    mean = float(trips.to(torch.float64).mean())
-    if mean < MIN_ROUND_TRIPS:
-        return (
-            f"chains made {mean:.2f} round trips each between the ends of the ladder, below "
-            f"{MIN_ROUND_TRIPS:g}: the β = 1 samples may keep the mode proportions of their starting "
-            "states (run longer, use a ladder that reaches β = 0, or adapt the level weights first)",
-        )
-    return ()
 
 
 @dataclass(frozen=True)
@@ -229,6 +212,13 @@ class SchemeInfo:
         when the scheme has no ``summarize``.
     final_state : Any
         The scheme's last state (for inspection or to continue the run).
+    adaptation : LevelWeightAdaptation or None
+        For ``st``, ``ast`` and ``cast`` with adaptation on: the ladder, the frozen weights
+        and what learning them cost (``adaptation.cost_sweeps`` chain-sweeps, on top of
+        ``n_sweeps``).
+    groups : GroupAgreement or None
+        The chain-group check of the verdict (``None`` with fewer than ``2·N_GROUPS`` chains
+        or ``2·N_BATCHES`` sweeps).
     """
 
     scheme: str
@@ -237,13 +227,18 @@ class SchemeInfo:
     burn_in: int
     summary: Any
     final_state: Any = field(repr=False)
+    adaptation: LevelWeightAdaptation | None = None
+    groups: GroupAgreement | None = None
 
 
 def make_scheme(name: str, operator: str | Operator = "gibbs", **options: Any) -> Any:
     """The registered tempering scheme ``name`` around ``operator``, built with ``options``.
 
     For callers that own the loop (``scheme.init`` / ``scheme.step``) instead of collecting a
-    :class:`SampleResult`, e.g. to stream statistics without keeping every state.
+    :class:`SampleResult`, e.g. to stream statistics without keeping every state. The scheme
+    is built as configured: ``st``, ``ast`` and ``cast`` do not adapt first here (use
+    :func:`boltzlab.tempering.adaptation.adapt_then_freeze` for the scheme and starting state
+    that ``sample`` uses).
     """
     factory = get_scheme_factory(name)
     try:
@@ -263,26 +258,41 @@ def run_scheme(
     keep_every: int = 0,
     record_energy: bool = False,
     state: Any = None,
+    adaptation: LevelWeightAdaptation | None = None,
 ) -> SampleResult:
     """Run a tempering scheme for ``burn_in + n_sweeps`` steps and collect its β = 1 chains.
 
-    Step infos of the ``n_sweeps`` recorded steps go to ``scheme.summarize`` when it exists.
+    Step infos of the ``n_sweeps`` recorded steps go to ``scheme.summarize`` when it exists;
+    the β = 1 chains' visible means go, per group of chains and batch of sweeps, to the
+    verdict's group check (:mod:`boltzlab.tempering.agreement`). ``adaptation`` is only
+    passed through to the result's info.
     """
     state = scheme.init(model, n_chains, generator=generator) if state is None else state
     for _ in range(burn_in):
         state, _ = scheme.step(model, state, generator=generator)
     kept, energies, infos = [], [], []
+    sums, groups = None, None
     for sweep in range(n_sweeps):
         state, info = scheme.step(model, state, generator=generator)
         infos.append(info)
         target = scheme.samples(state)
+        if sweep == 0 and target.n_chains >= 2 * N_GROUPS and n_sweeps >= 2 * N_BATCHES:
+            groups = chain_groups(target.n_chains, device=target.device)
+            width = target.layers[0].shape[1]
+            sums = torch.zeros(N_BATCHES, N_GROUPS, width, dtype=torch.float64, device=target.device)
+        if sums is not None:
+            accumulate_group_means_(sums, sweep * N_BATCHES // n_sweeps, target.layers[0], groups)
         if record_energy:
             energies.append(model.energy(target.layers))
         if keep_every and (sweep + 1) % keep_every == 0:
             kept.append(target.layers[0].clone())
     summarize = getattr(scheme, "summarize", None)
     summary = summarize(infos, state) if summarize is not None else tuple(infos)
-    reasons = sampler_warnings(summary, getattr(scheme, "ladder", None))
+    agreement = None
+    if sums is not None:
+        per_batch = torch.bincount(torch.arange(n_sweeps) * N_BATCHES // n_sweeps, minlength=N_BATCHES)
+        agreement = group_agreement(sums / per_batch.to(sums)[:, None, None])
+    reasons = sampler_warnings(summary, getattr(scheme, "ladder", None), agreement)
     return SampleResult(
         chains=scheme.samples(state),
         samples=torch.stack(kept) if kept else None,
@@ -294,6 +304,8 @@ def run_scheme(
             burn_in=burn_in,
             summary=summary,
             final_state=state,
+            adaptation=adaptation,
+            groups=agreement,
         ),
         reliable=not reasons,
         warnings=reasons,
@@ -301,6 +313,32 @@ def run_scheme(
 
 
 _RUN_OPTIONS = ("burn_in", "keep_every", "record_energy")
+# Options that configure a scheme that adapts for ever (or fixes its weights): given to
+# st / ast / cast, they switch the default adapt-then-freeze off.
+_FOREVER_OPTIONS = ("log_weights", "gamma", "gamma_decay", "shared_weights")
+
+
+def wants_adaptation(name: str, options: dict[str, Any]) -> bool:
+    """Whether ``sample(sampler=name, **options)`` adapts, then freezes (pops ``adapt``).
+
+    By default ``st``, ``ast`` and ``cast`` adapt unless the caller gave the level weights or
+    the adapting-for-ever schedule (``log_weights``, ``gamma``, ``gamma_decay``,
+    ``shared_weights``): then the scheme runs exactly as configured, as the trainers run it.
+    """
+    adapt = options.pop("adapt", None)
+    if adapt is None:
+        return name in ADAPTIVE_SAMPLERS and not any(key in options for key in _FOREVER_OPTIONS)
+    if not isinstance(adapt, bool):
+        raise ValidationError(f"adapt must be True or False, got {adapt!r}")
+    if adapt and name not in ADAPTIVE_SAMPLERS:
+        raise ValidationError(f"adapt=True is for the samplers {', '.join(ADAPTIVE_SAMPLERS)}, not {name!r}")
+    forever = [key for key in _FOREVER_OPTIONS[1:] if key in options]
+    if adapt and forever:
+        raise ValidationError(
+            f"{', '.join(forever)} configure adapting for ever; with adapt=True the weights are "
+            "learnt, then frozen (pass adapt=False to run the scheme as configured)"
+        )
+    return adapt
 
 
 def _scheme_sampler(name: str) -> SamplerFunction:
@@ -315,6 +353,21 @@ def _scheme_sampler(name: str) -> SamplerFunction:
         **options: Any,
     ) -> SampleResult:
         run_options = {key: options.pop(key) for key in _RUN_OPTIONS if key in options}
+        if wants_adaptation(name, options):
+            try:
+                start = adapt_then_freeze(name, operator, model, n_chains, generator=generator, **options)
+            except TypeError as error:
+                raise ValidationError(f"bad options for sampler {name!r}: {error}") from None
+            return run_scheme(
+                model,
+                start.scheme,
+                n_chains=n_chains,
+                n_sweeps=n_sweeps,
+                generator=generator,
+                state=start.state,
+                adaptation=start.adaptation,
+                **run_options,
+            )
         try:
             scheme = get_scheme_factory(name)(operator, **options)
         except TypeError as error:
@@ -357,7 +410,12 @@ def sample(
     operator_params : dict, optional
         Passed to ``operators.get`` (e.g. ``{"alpha": 0.5}`` for the mixture).
     **options
-        Sampler options, e.g. ``burn_in``, ``keep_every``, ``record_energy``.
+        Sampler options, e.g. ``burn_in``, ``keep_every``, ``record_energy``, and the scheme's
+        own. For ``"st"``, ``"ast"`` and ``"cast"``: ``adapt`` (default: on unless
+        ``log_weights`` or the ``gamma`` schedule is given; :func:`wants_adaptation`) first
+        learns level weights on a ladder placed from ``low`` (0) to 1 — ``ladder``,
+        ``n_levels``, ``level_spacing``, ``adapt_sweeps`` shape it — then samples with them
+        frozen; ``result.info.adaptation`` says what that cost.
 
     Examples
     --------

@@ -212,6 +212,12 @@ def test_every_sampler_writes_its_pngs(tmp_path: Path, model_file: Path, sampler
     assert f"wrote {temperatures}" in result.output
     summary_line = next(line for line in result.output.splitlines() if line.startswith(f"{sampler}: "))
     assert ("acceptance" in summary_line) and ("%" in summary_line)
+    # The frozen samplers say what learning their weights cost; the others learn none.
+    adaptation = [line for line in result.output.splitlines() if line.startswith("adaptation: ")]
+    if sampler in ("st", "ast", "cast"):
+        assert len(adaptation) == 1 and "chain-sweeps incl. a" in adaptation[0], result.output
+    else:
+        assert adaptation == []
 
 
 def test_tempered_samples_are_one_library_call(tmp_path: Path, model_file: Path) -> None:
@@ -268,7 +274,9 @@ def test_ladder_flags_map_to_each_sampler() -> None:
 def test_temperature_figure_refuses_other_summaries() -> None:
     from boltzlab.plotting.tempering import tempered_sampler_figure
 
-    with pytest.raises(ValidationError, match="summary must be the summary of a pt, st, ast, cast or tt run"):
+    with pytest.raises(
+        ValidationError, match="summary must be the summary of a pt, ptt, st, ast, cast or tt run"
+    ):
         tempered_sampler_figure(object())
 
 

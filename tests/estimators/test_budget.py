@@ -15,10 +15,16 @@ from boltzlab.estimators.budget import matched_options, tempered_budget
 
 
 def test_tempered_budget_never_exceeds_the_total() -> None:
-    assert tempered_budget(1000) == {"n_initial_iterations": 10, "initial_sweeps": 50, "n_sweeps": 500}
+    assert tempered_budget(1000) == {
+        "pilot_temperatures": 100,
+        "n_initial_iterations": 10,
+        "initial_sweeps": 45,
+        "n_sweeps": 450,
+    }
     small = tempered_budget(130)
-    assert small["initial_sweeps"] == 6 and small["n_initial_iterations"] * 6 + small["n_sweeps"] == 130
-    with pytest.raises(ValidationError, match="at least 20"):
+    assert small["initial_sweeps"] == 5
+    assert small["pilot_temperatures"] + small["n_initial_iterations"] * 5 + small["n_sweeps"] == 130
+    with pytest.raises(ValidationError, match="more than 20"):
         tempered_budget(19)
 
 

@@ -11,8 +11,17 @@ import torch
 import boltzlab as bl
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import MBARInfo, collect_tempered_samples
-from boltzlab.estimators.mbar import _reduced_potentials, _solve, mbar_from_samples, mbar_log_z
+from boltzlab.estimators.mbar import (
+    _reduced_potentials,
+    _solve,
+    mbar_for_groups,
+    mbar_from_samples,
+    mbar_log_z,
+    neighbour_overlap,
+)
 from boltzlab.estimators.rts import rts_from_samples
+from boltzlab.estimators.trust import MIN_NEIGHBOUR_OVERLAP
+from boltzlab.estimators.verdicts import check_neighbour_overlap
 from boltzlab.models import log_f_marginal_all
 from boltzlab.numerics import log_mean_exp
 from harness import check_estimator_exact, random_rbm
@@ -58,7 +67,7 @@ def test_one_step_jackknife_matches_full_re_solves():
     replicates = []
     for left_out in range(5):
         keep = group != left_out
-        free_energies, _ = _solve(
+        free_energies, _, _ = _solve(
             reduced[:, keep], np.bincount(levels[keep], minlength=8), None, uncertainty=False
         )
         replicates.append(torch.as_tensor(-free_energies))
@@ -154,3 +163,45 @@ def test_defaults_are_accurate_and_quick_on_a_small_model():
     assert abs(result.z_score(exact)) < MAX_Z, f"{result} vs exact {exact:.4f}"
     assert result.info.betas.numel() == 100 and result.info.thinning == 10
     assert elapsed < 30, f"the default call took {elapsed:.1f} s"
+
+
+def test_neighbour_overlap_is_one_half_for_identical_levels_and_zero_for_disjoint_ones():
+    # Three levels, 40 samples each: levels 0 and 1 have the same density, level 2 puts its
+    # mass where the others have none (reduced potentials 0 on its own samples, 1e3 elsewhere).
+    reduced = np.zeros((3, 120))
+    reduced[2, :80] = 1e3
+    reduced[:2, 80:] = 1e3
+    counts = np.array([40, 40, 40])
+    free_energies = np.zeros(3)
+    overlaps = neighbour_overlap(reduced, counts, free_energies)
+    assert overlaps.shape == (2,)
+    assert overlaps[0] == pytest.approx(0.5, abs=1e-12) and overlaps[1] == pytest.approx(0.0, abs=1e-12)
+    assert neighbour_overlap(reduced, np.array([40, 0, 80]), free_energies).tolist() == [0.0, 0.0]
+
+
+def test_easy_runs_overlap_and_a_gap_is_flagged():
+    model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
+    result = bl.estimate_log_z(
+        model, method="mbar", n_chains=20, n_temperatures=10, n_sweeps=200, generator=0
+    )
+    overlap = result.info.neighbour_overlap
+    assert (
+        overlap.shape == (9,)
+        and float(overlap.min()) >= MIN_NEIGHBOUR_OVERLAP
+        and float(overlap.max()) <= 0.5
+    )
+    assert check_neighbour_overlap(overlap) is None
+    gap = overlap.clone()
+    gap[4] = MIN_NEIGHBOUR_OVERLAP / 2
+    message = check_neighbour_overlap(gap)
+    assert message is not None and "levels 4 and 5" in message
+
+
+def test_group_recompute_takes_the_larger_error_bar():
+    model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
+    samples = collect_tempered_samples(
+        model, n_chains=12, n_temperatures=8, n_sweeps=200, generator=1, record_log_densities=True
+    )
+    cautious, plain = mbar_for_groups(samples), mbar_from_samples(samples)
+    assert cautious.log_z == plain.log_z
+    assert cautious.stderr == max(plain.stderr, float(plain.info.analytic_stderr_levels[-1]))

@@ -230,9 +230,9 @@ def test_variants_agree_with_enumeration(options):
     # The exp(2β) prior changes the target occupancy; App. A combines all stages; batch
     # means give error bars from four chains.
     model = random_rbm(5, 4, scale=3.0, seed=0, dtype=torch.float32, zero_biases=True)
-    exact = exact_log_z_levels(model, torch.linspace(0, 1, 20, dtype=torch.float64).float().double())
     settings = {"n_chains": 20, "n_temperatures": 20, "n_sweeps": 600, **options}
     result = bl.estimate_log_z(model, method="rts", generator=5, **settings)
+    exact = exact_log_z_levels(model, result.info.betas)
     z = (result.info.log_z_levels[1:] - exact[1:]) / result.info.stderr_levels[1:]
     assert float(z.abs().max()) < MAX_Z, f"{options}: worst level z = {float(z.abs().max()):.2f}"
     assert result.stderr < 0.05
@@ -287,7 +287,11 @@ def test_result_and_info_contract():
     info = result.info
     assert isinstance(info, RTSInfo) and isinstance(info.samples, TemperedSamples)
     assert result.method == "rts" and result.bound is None
-    assert result.cost_sweeps == 13 * (info.n_initial_iterations * 5 + 30)
+    # The pilot that placed the ladder (100 chains, 1,000 temperatures) is part of the cost.
+    pilot = info.budget.placed.pilot.cost_sweeps
+    assert result.cost_sweeps == 13 * (info.n_initial_iterations * 5 + 30) + pilot == info.budget.cost_sweeps
+    assert info.budget.ladder == "adaptive" and len(info.budget.rounds) == 1  # n_sweeps given: fixed
+    assert info.budget.stop_reason in ("checks passed", "fixed budget")
     with pytest.raises(dataclasses.FrozenInstanceError):
         info.stopped = True  # type: ignore[misc]
     for name in (

@@ -5,6 +5,7 @@ enumeration within their error bars (plus the discretisation bias, which is chec
 separately)."""
 
 import itertools
+import math
 import time
 
 import pytest
@@ -17,6 +18,7 @@ from boltzlab.estimators.rts import rts_from_samples
 from boltzlab.estimators.tempered_samples import path_derivative_all, resolve_log_prior
 from boltzlab.estimators.ti import (
     cumulative_weights,
+    discretisation_error,
     interpolation_matrix,
     ti_from_samples,
     ti_integral,
@@ -119,6 +121,18 @@ def test_ti_rb_with_exact_weights_is_the_exact_trapezoid_and_tends_to_rts():
     assert all(later < earlier / 3 for earlier, later in itertools.pairwise(errors)), errors
 
 
+def test_richardson_estimates_the_trapezoid_error():
+    # Smooth integrand on a uniform ladder: |I_K − I_{K/2}|/3 is the error of I_K to leading
+    # order (within 10 % here), and 3x that for the Riemann sum's |I_K − I_{K/2}|.
+    betas = torch.linspace(0, 1, 9, dtype=torch.float64)
+    values = torch.exp(3.0 * betas)
+    exact = (math.exp(3.0) - 1.0) / 3.0
+    for rule in ("trapezoid", "riemann"):
+        error = abs(float(ti_integral(betas, values, rule=rule)[-1]) - exact)
+        assert discretisation_error(betas, values, rule=rule) == pytest.approx(error, rel=0.25), rule
+    assert discretisation_error(betas[:2], values[:2]) == 0.0
+
+
 def test_ti_and_ti_rb_from_samples_match_the_trapezoid_of_the_exact_derivative():
     # With the discretisation bias removed (the target is the trapezoid of the exact
     # d log Z/dβ on the same ladder), every level must agree within its error bar.
@@ -137,8 +151,12 @@ def test_ti_and_ti_rb_from_samples_match_the_trapezoid_of_the_exact_derivative()
     for result in (ti_from_samples(samples), ti_rb_from_samples(samples)):
         z = (result.info.log_z_levels[1:] - target[1:]) / result.info.stderr_levels[1:]
         assert float(z.abs().max()) < MAX_Z, f"{result.method}: worst level z = {float(z.abs().max()):.2f}"
-        # five levels: the trapezoid bias (−0.03) is several error bars, so the check has power
-        assert abs(bias) > 3 * result.stderr
+        # five levels: the trapezoid bias (−0.03) is several statistical error bars, so the
+        # check has power; the reported error bar holds the discretisation too, so it covers
+        # the exact log Z itself.
+        assert abs(bias) > 3 * result.info.statistical_stderr
+        assert abs(result.z_score(bl.exact_log_z(model))) < MAX_Z
+        assert result.stderr >= result.info.discretisation > 0
     riemann = ti_from_samples(samples, rule="riemann")
     riemann_target = ti_integral(samples.betas, exact_mean_derivative(model, samples.betas), rule="riemann")
     assert abs(riemann.z_score(float(riemann_target[-1]))) < MAX_Z
@@ -196,7 +214,8 @@ def test_result_and_info_contract():
         info = result.info
         assert result.method == method and result.bound is None
         assert info.rao_blackwellized == (method == "ti-rb") and info.rule == "trapezoid"
-        assert result.cost_sweeps == info.samples.cost_sweeps == 13 * (5 + 30)
+        pilot = info.budget.placed.pilot.cost_sweeps  # the pilot that placed the ladder
+        assert result.cost_sweeps == info.samples.cost_sweeps == 13 * (5 + 30) + pilot
         for name in ("betas", "mean_derivative", "log_z_levels", "stderr_levels"):
             assert getattr(info, name).shape == (11,) and getattr(info, name).dtype == torch.float64
         assert info.log_z_levels[0] == 0.0 and float(info.log_z_levels[-1]) == result.log_z

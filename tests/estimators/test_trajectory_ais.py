@@ -15,8 +15,15 @@ import torch
 
 import boltzlab as bl
 from boltzlab.errors import ModelFileError, ValidationError
-from boltzlab.estimators import trajectory_ais as trajectory_ais_module
-from boltzlab.estimators.trajectory_ais import TrajectoryAISInfo, plan_positions, trajectory_ais
+from boltzlab.estimators.registry import estimate_log_z
+from boltzlab.estimators.trajectory_ais import (
+    PathCandidate,
+    TrajectoryAISInfo,
+    candidate_cuts,
+    pilot_check,
+    trajectory_ais,
+)
+from boltzlab.estimators.trajectory_path import base_path, cut_path, plan_positions
 from boltzlab.models.trajectory import Trajectory
 from harness import check_estimator_exact, random_rbm
 from tolerances import MAX_Z
@@ -195,7 +202,9 @@ def test_same_seed_same_result_and_inputs_untouched(tmp_path):
 def test_model_appended_when_the_trajectory_stops_short():
     model = models()[0]
     short = grown_path(model, SCALES[:3])
-    result = trajectory_ais(model, trajectory=short, n_chains=400, n_steps=150, generator=4)
+    result = trajectory_ais(
+        model, trajectory=short, n_chains=400, n_steps=150, path="trajectory", generator=4
+    )
     assert result.info.appended_model
     assert result.info.updates.tolist() == [-1, 0, 1, 2, 3]
     exact = bl.exact_log_z(model)
@@ -236,7 +245,10 @@ def test_refuses_missing_or_mismatched_trajectories(tmp_path):
         ({"n_steps": 10, "n_steps_per_segment": 2}, "not both"),
         ({"n_steps_per_segment": 0}, "n_steps_per_segment"),
         ({"pilot_chains": 1}, "pilot_chains"),
-        ({"target_variance": -1.0}, "target_variance"),
+        ({"pilot_step_std": -1.0}, "pilot_step_std"),
+        ({"path": "nonsense"}, "path"),
+        ({"path": -1}, "path"),
+        ({"n_candidates": 0}, "n_candidates"),
         ({"n_sweeps": 0}, "n_sweeps"),
         ({"operator": "nonsense"}, "nonsense"),
     ],
@@ -249,7 +261,17 @@ def test_refuses_bad_options(options, message):
 
 def test_registered_under_its_method_name():
     assert "trajectory-ais" in bl.estimators.methods()
-    assert trajectory_ais_module.trajectory_ais is trajectory_ais
+    model = models()[0]
+    through_registry = estimate_log_z(
+        model,
+        method="trajectory-ais",
+        trajectory=grown_path(model),
+        n_chains=20,
+        generator=4,
+        lower_bound_sweeps=0,
+    )
+    direct = trajectory_ais(model, trajectory=grown_path(model), n_chains=20, generator=4)
+    assert through_registry.log_z == direct.log_z
 
 
 def test_accepts_snapshots_as_models_model_files_or_a_folder_of_them(tmp_path):
@@ -266,7 +288,11 @@ def test_accepts_snapshots_as_models_model_files_or_a_folder_of_them(tmp_path):
         for scale in (0.2, 0.6)
     ]
     reference = trajectory_ais(
-        model, trajectory=Trajectory.from_models(snapshots, updates=[5, 50]), n_chains=40, generator=9
+        model,
+        trajectory=Trajectory.from_models(snapshots, updates=[5, 50]),
+        n_chains=40,
+        path="trajectory",
+        generator=9,
     )
     paths = [
         snapshot.save(tmp_path / f"update-{update:08d}.safetensors")
@@ -274,11 +300,73 @@ def test_accepts_snapshots_as_models_model_files_or_a_folder_of_them(tmp_path):
     ]
     model.save(tmp_path / "model.safetensors")  # a run's final model beside them is not a snapshot
     for form in (snapshots, paths, tmp_path):
-        result = trajectory_ais(model, trajectory=form, n_chains=40, generator=9)
+        result = trajectory_ais(model, trajectory=form, n_chains=40, path="trajectory", generator=9)
         assert result.log_z == reference.log_z, form
-    assert trajectory_ais(model, trajectory=tmp_path, n_chains=40, generator=9).info.updates.tolist() == [
+    from_folder = trajectory_ais(model, trajectory=tmp_path, n_chains=40, path="trajectory", generator=9)
+    assert from_folder.info.updates.tolist() == [
         -1,
         5,
         50,
         51,
     ]
+
+
+# ---------------------------------------------------------------------------- which path
+@pytest.mark.parametrize("path", ["base", 1, 2, "trajectory"])
+def test_every_path_is_unbiased_in_z(path):
+    # Whatever path is chosen (the base-rate jump, a cut followed by a jump, every point), each
+    # chain's Z_0·w_i is unbiased for Z, even with one increment per segment.
+    model = random_rbm(5, 3, scale=3.0, seed=11)
+    model.set_base_rate((torch.rand(40, 5, generator=torch.Generator().manual_seed(2)) < 0.3).double())
+    exact = bl.exact_log_z(model)
+    result = trajectory_ais(
+        model,
+        trajectory=grown_path(model),
+        n_chains=100_000,
+        n_steps_per_segment=2,
+        path=path,
+        generator=6,
+        record_ess=False,
+    )
+    ratio, stderr = ratio_mean_and_stderr(result, exact)
+    assert stderr < 0.02, stderr
+    assert abs(ratio - 1.0) < MAX_Z * stderr, f"{path}: E[Ẑ]/Z = {ratio:.4f} ± {stderr:.4f}"
+
+
+def test_paths_are_built_from_the_right_points():
+    model = random_rbm(5, 3, scale=3.0, seed=11)
+    model.set_base_rate((torch.rand(40, 5, generator=torch.Generator().manual_seed(2)) < 0.3).double())
+    trajectory = grown_path(model)  # anchor + 4 points, the last is the model
+    base = base_path(trajectory, model)
+    assert base.n_points == 2 and bool((base.weights[0] == 0).all())
+    assert torch.equal(base.visible_bias[0], model.base_logits.detach())
+    assert torch.equal(base.weights[1], trajectory.weights[-1])
+    cut = cut_path(trajectory, 2)
+    assert cut.updates.tolist() == [-1, 0, 1, 3] and torch.equal(cut.weights[-1], trajectory.weights[-1])
+    assert cut_path(trajectory, 3) is trajectory  # the jump from the last-but-one point is the last segment
+    assert candidate_cuts(5, 12) == [1, 2]
+    assert candidate_cuts(65, 6) == [1, 21, 42, 62] and candidate_cuts(65, 2) == []
+
+
+def test_auto_scores_every_candidate_and_anneals_along_the_best():
+    model = models()[0]
+    result = trajectory_ais(model, trajectory=grown_path(model), n_chains=50, n_steps=60, generator=3)
+    info = result.info
+    labels = [candidate.label for candidate in info.candidates]
+    assert labels == ["base", "cut at update 0", "cut at update 1", "trajectory"]
+    best = max(info.candidates, key=lambda candidate: candidate.pilot_log_z)
+    assert info.path == best.label
+    assert all(math.isfinite(c.pilot_log_z) and c.length > 0 for c in info.candidates)
+    # A fixed path is walked by the pilot only to place its steps: one candidate.
+    fixed = trajectory_ais(model, trajectory=grown_path(model), n_chains=50, path=1, generator=3)
+    assert fixed.info.path == "cut at update 0" and len(fixed.info.candidates) == 1
+    assert fixed.info.updates.tolist() == [-1, 0, 3]
+
+
+def test_pilot_check_flags_an_estimate_far_below_a_pilot_path():
+    candidates = [PathCandidate("base", -1, 10.0, 1.0), PathCandidate("trajectory", 4, 30.0, 5.0)]
+    slack = math.log(2 / 1e-3)
+    assert pilot_check(30.0 - slack - 0.5, 0.1, candidates) is not None
+    assert pilot_check(30.0 - slack + 0.5, 0.1, candidates) is None
+    assert pilot_check(30.0 - slack - 0.3, 0.1, candidates) is None  # within 4 standard errors
+    assert pilot_check(0.0, 0.1, []) is None

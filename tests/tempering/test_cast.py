@@ -212,10 +212,20 @@ def test_defaults_summary_and_step_contract():
     scheme = CAST("gibbs")
     assert scheme.lag == 50 and scheme.exchange == "swap" and scheme.fast.gamma_at(123) == 10.0
     assert scheme.ladder.size == 20 and float(scheme.ladder.betas[0]) == pytest.approx(0.9)
+    # adapt=False: the scheme with the paper's defaults, as the CAST trainer runs it (bl.sample
+    # adapts, then freezes, by default: tests/tempering/test_adaptation.py).
     result = bl.sample(
-        model, sampler="cast", operator="flip", n_chains=13, n_sweeps=120, generator=3, keep_every=30
+        model,
+        sampler="cast",
+        operator="flip",
+        n_chains=13,
+        n_sweeps=120,
+        generator=3,
+        keep_every=30,
+        adapt=False,
     )
     summary = result.info.summary
+    assert result.info.adaptation is None
     assert result.samples.shape == (4, 13, 7) and result.chains.n_chains == 13
     assert summary.n_exchanges == 2 and summary.lag == 50
     assert summary.occupancy.shape == (20,) and abs(float(summary.occupancy.sum()) - 1) < 1e-12

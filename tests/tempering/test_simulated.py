@@ -293,3 +293,20 @@ def test_validation_errors():
         scheme.state_from_tensors(random_rbm(5, 3, seed=1), tensors)
     with pytest.raises(ValidationError, match="no_such_option"):
         bl.sample(model, sampler="st", n_chains=3, n_sweeps=2, no_such_option=1)
+
+
+def test_shared_helpers_live_once_in_base():
+    # select_terms (used by ST, CAST, PT and the estimators) and check_choice are one function
+    # each, in tempering.base; simulated uses that one rather than a copy.
+    from boltzlab.tempering import base, simulated
+
+    assert simulated.select_terms is base.select_terms and simulated.check_choice is base.check_choice
+    model = random_rbm(7, 3, seed=4)
+    chains = model.init_chains(5, generator=torch.Generator().manual_seed(0))
+    terms = model.marginal_terms(chains.layers)
+    picked = base.select_terms(terms, torch.tensor([4, 1]))
+    assert torch.equal(picked.preactivation, terms.preactivation[[4, 1]])
+    assert torch.equal(picked.base, terms.base[[4, 1]]) and torch.equal(picked.linear, terms.linear[[4, 1]])
+    assert base.check_choice("GIBBS", ("metropolis", "gibbs"), "level_move") == "gibbs"
+    with pytest.raises(ValidationError, match="level_move must be one of 'metropolis', 'gibbs'"):
+        base.check_choice(3, ("metropolis", "gibbs"), "level_move")

@@ -134,11 +134,21 @@ def test_zero_gamma_with_exact_weights_equals_fixed_st_bit_for_bit(level_move):
 
 def test_constant_gamma_sweeps_chains_through_the_ladder():
     """γ = 10 (the paper's value), zero initial weights, chains started at β = 1: the WL force
-    drives every chain to the bottom and back (with the sign reversed they would stick)."""
+    drives every chain to the bottom and back (with the sign reversed they would stick). Giving
+    γ runs the scheme as configured (bl.sample's default would adapt, then freeze)."""
     model = random_rbm(7, 3, scale=3.0, seed=4)
     result = bl.sample(
-        model, sampler="ast", operator="gibbs", n_chains=13, n_sweeps=300, generator=1, n_levels=6, low=0.0
+        model,
+        sampler="ast",
+        operator="gibbs",
+        n_chains=13,
+        n_sweeps=300,
+        generator=1,
+        n_levels=6,
+        low=0.0,
+        gamma=10.0,
     )
+    assert result.info.adaptation is None
     summary = result.info.summary
     assert bool((summary.round_trips >= 1).all()), summary.round_trips
     assert bool((summary.occupancy > 0.1).all()), summary.occupancy

@@ -394,3 +394,67 @@ def test_pcd_run_then_trajectory_ais_matches_exact_log_z(tmp_path):
     assert result.stderr < 0.1 and result.reliable, result.warnings
     direct = trajectory_ais(model, trajectory=recorder.trajectory(), generator=1)
     assert direct.log_z == result.log_z
+
+
+# ---------------------------------------------------------------------------- on by default in train
+def _default_run(directory: Path | None = None, **options):
+    model = bl.RBM(n_visible=7, n_hidden=3, generator=5)
+    where = {} if directory is None else {"checkpoint_dir": directory / "checkpoints", "checkpoint_every": 20}
+    result = train(
+        model,
+        _data(),
+        algorithm="pcd",
+        n_chains=13,
+        batch_size=20,
+        n_updates=60,
+        learning_rate=0.1,
+        generator=3,
+        **where,
+        **options,
+    )
+    return model, result
+
+
+def test_train_records_a_trajectory_by_default_and_draws_no_random_numbers(tmp_path):
+    model, result = _default_run(tmp_path)
+    assert result.trajectory.updates.tolist() == [-1, *geometric_updates(60, 64)]
+    assert result.trajectory.ends_at(model)
+    on_disk = Trajectory.load(tmp_path / "checkpoints")  # beside the checkpoints
+    assert torch.equal(on_disk.weights, result.trajectory.weights)
+    plain, nothing = _default_run(snapshots=None)
+    assert nothing.trajectory is None
+    assert torch.equal(plain.weights, model.weights)  # recording changes nothing in the run
+    few, _ = _default_run(snapshots=0)
+    assert torch.equal(few.weights, model.weights)
+    _, small = _default_run(snapshots=5, snapshot_dir=tmp_path / "elsewhere")
+    assert len(small.trajectory.updates) <= 6
+    assert Trajectory.load(tmp_path / "elsewhere").updates.tolist() == small.trajectory.updates.tolist()
+    with pytest.raises(ValidationError, match="snapshots"):
+        _default_run(snapshots=1)
+
+
+def test_train_default_trajectory_survives_a_resume_bit_for_bit(tmp_path):
+    _, whole = _default_run(tmp_path / "whole")
+    with pytest.raises(Interrupted):
+        _default_run(tmp_path / "cut", callbacks=[InterruptAt(47)])
+    _, resumed = _default_run(tmp_path / "cut", resume=True)
+    assert resumed.trajectory.updates.tolist() == whole.trajectory.updates.tolist()
+    for name in ("weights", "visible_bias", "hidden_bias"):
+        assert torch.equal(getattr(resumed.trajectory, name), getattr(whole.trajectory, name)), name
+
+
+def test_trajectory_files_are_found_beside_the_model_or_in_checkpoints(tmp_path):
+    from boltzlab.models.trajectory_files import find_trajectory_file, load_trajectory, save_trajectory
+
+    trajectory = Trajectory.from_snapshots(
+        [torch.ones(4, 2)], [torch.zeros(4)], [torch.zeros(2)], updates=[3], metadata={"note": "x"}
+    )
+    assert find_trajectory_file(tmp_path) is None
+    written = save_trajectory(trajectory, tmp_path / "checkpoints")
+    assert written == tmp_path / "checkpoints" / TRAJECTORY_FILE
+    assert find_trajectory_file(tmp_path) == written  # a bl.train run keeps it in checkpoint_dir
+    beside = trajectory.save(tmp_path)
+    assert find_trajectory_file(tmp_path) == beside  # boltzlab train's, beside the model, first
+    loaded = load_trajectory(tmp_path, dtype=torch.float64)
+    assert loaded.dtype == torch.float64 and loaded.metadata == {"note": "x"}
+    assert loaded.updates.tolist() == [-1, 3]

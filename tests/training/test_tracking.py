@@ -42,8 +42,9 @@ from boltzlab.training import (
     RTSTrackingState,
     train,
 )
+from boltzlab.training.level_densities import single_precision_log_f_all
 from boltzlab.training.rmsspectral import RMSspectral
-from boltzlab.training.tracking import chain_influence, single_precision_log_f_all
+from boltzlab.training.rts_influence import chain_influence
 
 
 def _patterns(n: int, n_visible: int = 8, *, seed: int = 0, flip: float = 0.1) -> torch.Tensor:

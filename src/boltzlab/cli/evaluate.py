@@ -7,7 +7,9 @@ Burda, Grosse & Salakhutdinov 2015; RTS and the other tempered estimators, Carls
 2016, have no fixed sign), the cost in chain-sweeps, the mean train and test log-likelihood
 ``mean log f(v) − log Ẑ`` that this log Z implies, and the wall-clock time. When both AIS and
 RAISE ran, a last line states their sandwich ``log Ẑ_AIS ≲ log Z ≲ log Ẑ_RAISE``
-(docs/algorithms.md §7).
+(docs/algorithms.md §7). When the run directory holds the training trajectory
+(``trajectory.safetensors`` beside the model file, which ``boltzlab train`` writes), the
+default methods include ``trajectory-ais`` next to ``ais`` (docs/algorithms.md §4.6).
 
 The pieces are functions of a model and a list of methods (:func:`evaluate_methods`,
 :func:`row_from_estimate`, :func:`format_rows`, :func:`sandwich_line`). A DBM's ``log p(v)``
@@ -46,16 +48,20 @@ from boltzlab.cli.logz import (
     ANNEALING,
     DEFAULT_RAISE_EXAMPLES,
     TEMPERED,
+    TRAJECTORY,
     PreparedData,
     bias_words,
     prepare_data,
     run_quietly,
+    trajectory_for,
 )
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.budget import matched_options
 from boltzlab.estimators.likelihood import log_unnormalized
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.models.dbm import DBM
+from boltzlab.models.rbm import RBM
+from boltzlab.models.trajectory_files import find_trajectory_file
 
 __all__ = [
     "EvaluationRow",
@@ -111,22 +117,25 @@ class EvaluationRow:
     warnings: tuple[str, ...] = ()
 
 
-def default_methods(model: nn.Module) -> tuple[str, ...]:
-    """``exact`` (when it can be enumerated), ``ais``, ``raise`` and ``rts``; a DBM gets no
-    RAISE (it needs the visible layer to be the only one left after summing out)."""
+def default_methods(model: nn.Module, *, has_trajectory: bool = False) -> tuple[str, ...]:
+    """``exact`` (when it can be enumerated), ``ais``, ``trajectory-ais`` (an RBM whose training
+    trajectory is at hand), ``raise`` and ``rts``; a DBM gets no RAISE (it needs the visible
+    layer to be the only one left after summing out)."""
     if isinstance(model, DBM):
         sizes = model.layer_sizes
         smaller_parity = min(sum(sizes[0::2]), sum(sizes[1::2]))
         exact = ("exact",) if smaller_parity <= MAX_EXACT_UNITS else ()
         return (*exact, "ais", "rts")
     exact = ("exact",) if min(model.layer_sizes) <= MAX_EXACT_UNITS else ()
-    return (*exact, "ais", "raise", "rts")
+    trajectory = TRAJECTORY if has_trajectory and isinstance(model, RBM) else ()
+    return (*exact, "ais", *trajectory, "raise", "rts")
 
 
-def parse_methods(text: str | None, model: nn.Module) -> tuple[str, ...]:
-    """``"exact,ais,rts"`` → ``("exact", "ais", "rts")``, checked against :func:`boltzlab.estimators.methods`."""
+def parse_methods(text: str | None, model: nn.Module, *, has_trajectory: bool = False) -> tuple[str, ...]:
+    """``"exact,ais,rts"`` → ``("exact", "ais", "rts")``, checked against :func:`boltzlab.estimators.methods`;
+    ``None`` gives :func:`default_methods`."""
     if text is None:
-        return default_methods(model)
+        return default_methods(model, has_trajectory=has_trajectory)
     names = tuple(dict.fromkeys(part.strip().lower() for part in text.split(",") if part.strip()))
     if not names:
         raise ValidationError(f"--methods must name at least one method, got {text!r}")
@@ -166,13 +175,26 @@ def row_from_estimate(
 
 
 def _options(
-    method: str, *, budget: int | None, chains: int | None, operator: Any, held_out: Tensor
+    method: str,
+    *,
+    budget: int | None,
+    chains: int | None,
+    operator: Any,
+    held_out: Tensor,
+    trajectory: Path | None = None,
 ) -> dict[str, Any]:
-    """Estimator options of one method: the matched budget, the chains, the operator, RAISE's data."""
+    """Estimator options of one method: the matched budget, the chains, the operator, RAISE's
+    data, trajectory AIS's trajectory."""
     if method == "exact":
         return {}
-    options: dict[str, Any] = matched_options(method, budget) if budget is not None else {}
-    if method in ANNEALING + TEMPERED:
+    if method in TRAJECTORY:
+        # Like AIS, a budget of S sweeps per chain is S increments along the path.
+        options: dict[str, Any] = {"trajectory": trajectory}
+        if budget is not None:
+            options["n_steps"] = budget
+    else:
+        options = matched_options(method, budget) if budget is not None else {}
+    if method in ANNEALING + TEMPERED + TRAJECTORY:
         if chains is not None:
             options["n_chains"] = chains
         if operator is not None:
@@ -220,6 +242,7 @@ def evaluate_methods(
     budget: int | None = None,
     chains: int | None = None,
     operator: Any = None,
+    trajectory: Path | None = None,
 ) -> list[EvaluationRow]:
     """Run every method on ``model`` and return one :class:`EvaluationRow` each.
 
@@ -240,6 +263,8 @@ def evaluate_methods(
     chains : int, optional
         Chains of AIS and the tempered methods, reverse chains per example of RAISE.
     operator : Operator, optional
+    trajectory : Path, optional
+        The training trajectory ``trajectory-ais`` anneals through (a file or run directory).
     """
     dataset = prepared.dataset
     test = dataset.test if dataset.test is not None else dataset.valid
@@ -247,7 +272,12 @@ def evaluate_methods(
     rows = []
     for method in methods:
         options = _options(
-            method, budget=budget, chains=chains, operator=operator, held_out=prepared.held_out
+            method,
+            budget=budget,
+            chains=chains,
+            operator=operator,
+            held_out=prepared.held_out,
+            trajectory=trajectory,
         )
         if method != "exact":
             options["check_data"] = dataset.train
@@ -366,9 +396,8 @@ Example:
 @click.option(
     "--methods",
     metavar="LIST",
-    help="Comma-separated estimators (default: exact when enumerable, ais, raise, rts); any of "
-    + ", ".join(estimators.methods())
-    + ".",
+    help="Comma-separated estimators (default: exact when enumerable, ais, trajectory-ais when the run "
+    "has a trajectory, raise, rts); any of " + ", ".join(estimators.methods()) + ".",
 )
 @click.option(
     "--budget",
@@ -396,6 +425,12 @@ Example:
 @click.option("--alpha", type=float, help="Flip weight of --operator mixture (default 0.5).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
+    "--trajectory",
+    type=click.Path(path_type=Path),
+    metavar="PATH",
+    help="trajectory-ais: the training trajectory (default: trajectory.safetensors beside MODEL).",
+)
+@click.option(
     "--data-root", type=click.Path(path_type=Path), metavar="DIR", help="Where to look for dataset files."
 )
 @command_options
@@ -410,6 +445,7 @@ def evaluate(
     operator: str | None,
     alpha: float | None,
     seed: int,
+    trajectory: Path | None,
     data_root: Path | None,
 ) -> None:
     """Estimate log Z of a saved model with several methods and print the comparison table.
@@ -422,7 +458,10 @@ def evaluate(
     """
     model = load_model_file(model_path)
     choose_threads(model)
-    chosen = parse_methods(methods, model)
+    found = trajectory if trajectory is not None else find_trajectory_file(model_path.parent)
+    chosen = parse_methods(methods, model, has_trajectory=found is not None)
+    if any(method in TRAJECTORY for method in chosen):
+        trajectory = trajectory_for(model_path, trajectory)
     op = None
     if operator is not None or alpha is not None:
         name = operator or "gibbs"
@@ -431,7 +470,11 @@ def evaluate(
     click.echo(f"model: {model_path} ({describe_model(model)})")
     raise_note = f"; RAISE uses {prepared.held_out_description}" if "raise" in chosen else ""
     click.echo(f"data: {prepared.dataset.name}{raise_note}")
-    rows = evaluate_methods(model, chosen, prepared, seed=seed, budget=budget, chains=chains, operator=op)
+    if trajectory is not None:
+        click.echo(f"trajectory: {trajectory}")
+    rows = evaluate_methods(
+        model, chosen, prepared, seed=seed, budget=budget, chains=chains, operator=op, trajectory=trajectory
+    )
     click.echo(format_rows(rows))
     for row in rows:
         if row.method != "exact" and not row.reliable:

@@ -2,8 +2,10 @@
 
 Any method of :func:`boltzlab.estimate_log_z` by name: ``exact`` (enumeration), the
 annealing methods ``ais`` and ``raise`` (Neal 2001; Burda, Grosse & Salakhutdinov 2015),
-and the tempered-sampling methods ``rts``, ``ts``, ``ti``, ``ti-rb`` and ``mbar`` (Carlson et
-al. 2016 and the methods it compares with). The sampling options are passed only when
+the tempered-sampling methods ``rts``, ``ts``, ``ti``, ``ti-rb`` and ``mbar`` (Carlson et
+al. 2016 and the methods it compares with), and ``trajectory-ais``, which anneals through the
+parameters saved while the model was trained (docs/algorithms.md §4.6): the run's
+``trajectory.safetensors`` beside the model file, or ``--trajectory PATH``. The sampling options are passed only when
 given, so each estimator's own defaults apply otherwise; a flag that means nothing to the
 chosen method is refused in one line rather than ignored. AIS from a uniform base can miss by
 nats on a data-trained model (docs/architecture.md, "Tempered family"): ``--data`` fits the base-rate
@@ -38,10 +40,13 @@ from boltzlab.cli.common import (
 )
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.result import LogZEstimate
+from boltzlab.models.trajectory import TRAJECTORY_FILE
+from boltzlab.models.trajectory_files import find_trajectory_file
 
 __all__ = [
     "ANNEALING",
     "TEMPERED",
+    "TRAJECTORY",
     "PreparedData",
     "bias_words",
     "describe_estimate",
@@ -49,21 +54,23 @@ __all__ = [
     "logz",
     "prepare_data",
     "run_quietly",
+    "trajectory_for",
     "verdict_lines",
 ]
 
 ANNEALING = ("ais", "raise")
 TEMPERED = ("rts", "ts", "ti", "ti-rb", "mbar")
+TRAJECTORY = ("trajectory-ais",)
 # Which flags mean something to which methods; a method registered later (not listed in
-# either group) receives every flag given and validates them itself.
+# any group) receives every flag given and validates them itself.
 _FLAG_METHODS = {
-    "chains": ANNEALING + TEMPERED,
-    "temperatures": ANNEALING + TEMPERED,
+    "chains": ANNEALING + TEMPERED + TRAJECTORY,
+    "temperatures": ANNEALING + TEMPERED + TRAJECTORY,
     "sweeps": TEMPERED,
     "schedule": ANNEALING,
     "decelerate": ANNEALING,
-    "operator": ANNEALING + TEMPERED,
-    "alpha": ANNEALING + TEMPERED,
+    "operator": ANNEALING + TEMPERED + TRAJECTORY,
+    "alpha": ANNEALING + TEMPERED + TRAJECTORY,
     "examples": ("raise",),
 }
 _KEYWORDS = {
@@ -95,7 +102,7 @@ def estimator_options(method: str, given: dict[str, Any]) -> dict[str, Any]:
     """
     method = method.lower()
     given = {flag: value for flag, value in given.items() if value is not None}
-    known = method == "exact" or method in ANNEALING + TEMPERED
+    known = method == "exact" or method in ANNEALING + TEMPERED + TRAJECTORY
     if known:
         refused = [flag for flag in given if method not in _FLAG_METHODS[flag]]
         if refused:
@@ -104,6 +111,8 @@ def estimator_options(method: str, given: dict[str, Any]) -> dict[str, Any]:
                 f"method {method!r} takes no {', '.join('--' + f for f in refused)} ({where})"
             )
     options = {_KEYWORDS[flag]: value for flag, value in given.items() if flag in _KEYWORDS}
+    if method in TRAJECTORY and "n_temperatures" in options:
+        options["n_steps"] = options.pop("n_temperatures")  # its increments K along the path
     if "operator" in given or "alpha" in given:
         name = given.get("operator", "gibbs")
         options["operator"] = operators.get(name, **operator_params(name, given.get("alpha")))
@@ -194,6 +203,9 @@ def describe_estimate(estimate: LogZEstimate) -> str:
         log_likelihoods = getattr(info, "log_likelihoods", None)
         if log_likelihoods is not None:
             detail.append(f"{log_likelihoods.numel()} held-out examples")
+        path = getattr(info, "path", None)
+        if isinstance(path, str):
+            detail.append(f"path: {path}, {info.n_distributions - 1} steps")
     return ", ".join(detail)
 
 
@@ -210,6 +222,26 @@ def verdict_lines(estimate: LogZEstimate) -> list[str]:
             f"from chains started at the {bound.started_from}; estimated missing mass {bound.missing_mass:.2%})"
         )
     return lines
+
+
+def trajectory_for(model_path: Path, given: Path | None) -> Path:
+    """The training trajectory of the model in ``model_path``: ``given`` (a file or run
+    directory), else the one beside the model file (or in its ``checkpoints/``).
+
+    Raises
+    ------
+    ValidationError
+        When there is none, saying how to get one.
+    """
+    if given is not None:
+        return given
+    found = find_trajectory_file(model_path.parent)
+    if found is None:
+        raise ValidationError(
+            f"trajectory-ais needs the training trajectory: no {TRAJECTORY_FILE} beside {model_path} "
+            "(boltzlab train records one by default); pass --trajectory PATH"
+        )
+    return found
 
 
 def run_quietly(model: nn.Module, method: str, *, seed: int, options: dict[str, Any]) -> LogZEstimate:
@@ -229,7 +261,8 @@ Example:
   boltzlab logz runs/digits/model.safetensors --method ais --chains 200 --operator flip --seed 1
   boltzlab logz model.safetensors --method ais --schedule varopt --decelerate 0.009 --temperatures 10000
   boltzlab logz model.safetensors --method rts --temperatures 100 --sweeps 1000
-  boltzlab logz model.safetensors --method raise --data mnist --examples 50 --temperatures 1000""",
+  boltzlab logz model.safetensors --method raise --data mnist --examples 50 --temperatures 1000
+  boltzlab logz runs/fmnist/model.safetensors --method trajectory-ais --data fashion-mnist""",
 )
 @click.argument("model_path", metavar="MODEL", type=click.Path(path_type=Path))
 @click.option(
@@ -243,7 +276,8 @@ Example:
 @click.option(
     "--temperatures",
     type=click.IntRange(min=1),
-    help="AIS/RAISE: increments K of the schedule; rts, ts, ti, ti-rb, mbar: levels K of the ladder.",
+    help="AIS/RAISE: increments K of the schedule; rts, ts, ti, ti-rb, mbar: levels K of the ladder; "
+    "trajectory-ais: increments K along its path.",
 )
 @click.option(
     "--sweeps", type=click.IntRange(min=1), help="Long-run sweeps per chain of rts, ts, ti, ti-rb and mbar."
@@ -267,6 +301,13 @@ Example:
     "--examples",
     type=click.IntRange(min=1),
     help=f"RAISE: held-out examples to anneal back from (default {DEFAULT_RAISE_EXAMPLES}).",
+)
+@click.option(
+    "--trajectory",
+    type=click.Path(path_type=Path),
+    metavar="PATH",
+    help="trajectory-ais: the training trajectory (trajectory.safetensors or a run directory; default: "
+    "the one beside MODEL).",
 )
 @click.option(
     "--data-root", type=click.Path(path_type=Path), metavar="DIR", help="Where to look for dataset files."
@@ -306,6 +347,10 @@ def logz(model_path: Path, method: str, seed: int, **flags: Any) -> None:
         )
     if method == "raise" and prepared is not None:
         options["data"] = prepared.held_out
+    if method in TRAJECTORY:
+        options["trajectory"] = trajectory_for(model_path, flags["trajectory"])
+    elif flags["trajectory"] is not None:
+        raise ValidationError(f"--trajectory applies to trajectory-ais, not {method!r}")
     if prepared is not None and method != "exact":
         # The verdict's lower-bound witness starts from data: it finds modes annealing misses.
         options["check_data"] = prepared.dataset.train

@@ -9,8 +9,16 @@ Tempered samplers (``--sampler pt | st | ast | cast | tt``, any of
 ``<out-stem>-temperatures.png``: temperature trajectories and level occupancy (simulated
 tempering, adaptive ST, CAST's fast chains), swap acceptance per pair (parallel tempering,
 whose summary records no per-replica trajectories) or acceptance per chain (tempered
-transitions); one line sums the run up. ``--levels`` and ``--low`` set a uniform ladder from
-``low`` to 1 (defaults: 10 levels from 0 for pt, st and tt; 20 from 0.9 for ast and cast).
+transitions); one line sums the run up. pt and tt run on 10 uniform levels from β = 0; st,
+ast and cast first place a ladder from β = 0 at equal thermodynamic length from a pilot
+anneal, learn level weights on it, freeze them and then sample
+(:mod:`boltzlab.tempering.adaptation`); a line reports what that learning cost.
+``--levels`` and ``--low`` set the ladder: a uniform one from ``low`` to 1 for pt, st and tt,
+the placed ladder's size and hottest level for ast and cast.
+``--sampler ptt`` exchanges replicas across the training snapshots instead
+(docs/algorithms.md §4.6): its levels are the run's ``trajectory.safetensors`` (beside the
+model file, or ``--trajectory PATH``), and its figure shows swap acceptance per pair of
+snapshots.
 """
 
 from __future__ import annotations
@@ -39,8 +47,9 @@ from boltzlab.operators import Operator
 from boltzlab.rng import make_generator
 from boltzlab.tempering import ladders
 from boltzlab.tempering.cast import CASTSummary
+from boltzlab.tempering.level_summary import SimulatedTemperingSummary
 from boltzlab.tempering.parallel import ParallelTemperingSummary
-from boltzlab.tempering.simulated import SimulatedTemperingSummary
+from boltzlab.tempering.ptt_state import TrajectoryTemperingSummary
 from boltzlab.tempering.transitions import TemperedTransitionsSummary
 
 __all__ = ["sample"]
@@ -51,15 +60,18 @@ _N_CHUNKS = 50
 _LOW_SAMPLERS = ("ast", "cast")
 # Levels of the pt, st and tt default ladders, used when only --low is given.
 _DEFAULT_LEVELS = 10
+# Samplers whose levels are training snapshots, not temperatures.
+_TRAJECTORY_SAMPLERS = ("ptt",)
 
 
 def ladder_options(sampler: str, levels: int | None, low: float | None) -> dict[str, Any]:
     """The sampler's ladder options from ``--levels`` and ``--low``; refused for ``plain``."""
     if levels is None and low is None:
         return {}
-    if sampler == "plain":
+    if sampler == "plain" or sampler in _TRAJECTORY_SAMPLERS:
         given = "--levels" if levels is not None else "--low"
-        raise ValidationError(f"{given} applies to tempered samplers, not --sampler plain")
+        what = "temperature ladders" if sampler != "plain" else "tempered samplers"
+        raise ValidationError(f"{given} applies to {what}, not --sampler {sampler}")
     if low is None:
         return {"n_levels": levels}
     if sampler in _LOW_SAMPLERS:
@@ -78,16 +90,29 @@ def describe_summary(summary: Any) -> str:
             f"{float(occupancy.max()):.1%} over {occupancy.numel()} levels (uniform {1 / occupancy.numel():.1%}); "
             f"{int(summary.round_trips.sum())} round trips"
         )
-    if isinstance(summary, ParallelTemperingSummary):
+    if isinstance(summary, ParallelTemperingSummary | TrajectoryTemperingSummary):
         rates = summary.swap_acceptance[~summary.swap_acceptance.isnan()]
         span = f"{float(rates.min()):.1%} to {float(rates.max()):.1%}" if rates.numel() else "none proposed"
-        return f"swap acceptance per pair {span}; {summary.total_round_trips} round trips"
+        levels = ""
+        if isinstance(summary, TrajectoryTemperingSummary):
+            levels = f" over {summary.positions.numel()} training snapshots"
+        return f"swap acceptance per pair {span}{levels}; {summary.total_round_trips} round trips"
     if isinstance(summary, TemperedTransitionsSummary):
         return (
             f"acceptance {summary.acceptance_rate:.1%} (mean acceptance probability "
             f"{summary.mean_acceptance_probability:.1%}); {summary.sweeps_per_step} sweeps per move"
         )
     return f"summary: {type(summary).__name__}"
+
+
+def describe_adaptation(adaptation: Any) -> str:
+    """One line on how a frozen tempered sampler learnt its level weights, and at what cost."""
+    state = "balanced" if adaptation.converged else "NOT balanced (the verdict below says more)"
+    return (
+        f"adaptation: {adaptation.ladder.betas.numel()} levels, {adaptation.n_sweeps} steps per chain, "
+        f"{int(adaptation.round_trips.sum())} round trips, {state}; "
+        f"{adaptation.cost_sweeps:,} chain-sweeps incl. a {adaptation.pilot_sweeps:,}-sweep pilot"
+    )
 
 
 def _run_plain(model: Any, options: dict[str, Any], operator: Operator) -> tuple[torch.Tensor, float]:
@@ -130,7 +155,8 @@ def _run_plain(model: Any, options: dict[str, Any], operator: Operator) -> tuple
 Example:
   boltzlab sample runs/digits/model.safetensors --chains 8 --sweeps 1000 --keep-every 100 --out samples.png
   boltzlab sample runs/digits/model.safetensors --operator flip --out samples-flip.png
-  boltzlab sample runs/digits/model.safetensors --sampler pt --levels 8 --out samples-pt.png""",
+  boltzlab sample runs/digits/model.safetensors --sampler pt --levels 8 --out samples-pt.png
+  boltzlab sample runs/digits/model.safetensors --sampler ptt --out samples-ptt.png""",
 )
 @click.argument("model_path", metavar="MODEL", type=click.Path(path_type=Path))
 @click.option(
@@ -142,7 +168,7 @@ Example:
 @click.option(
     "--low",
     type=click.FloatRange(min=0.0, max=1.0, max_open=True),
-    help="Lowest inverse temperature of the ladder (default 0; 0.9 for ast and cast).",
+    help="Lowest inverse temperature of the ladder (default 0).",
 )
 @click.option("--operator", default="gibbs", show_default=True, help=operator_help())
 @click.option("--alpha", type=float, help="Flip weight of --operator mixture (default 0.5).")
@@ -163,6 +189,13 @@ Example:
     default=0,
     show_default=True,
     help="Sweeps before the first kept one.",
+)
+@click.option(
+    "--trajectory",
+    type=click.Path(path_type=Path),
+    metavar="PATH",
+    help="ptt: the training trajectory (a trajectory.safetensors file or run directory; default: "
+    "the model file's directory).",
 )
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--image-shape", metavar="HxW", help="Image shape, e.g. 28x28 (default: from the model file).")
@@ -192,6 +225,10 @@ def sample(model_path: Path, **options: Any) -> None:
             f"--sampler must be one of {', '.join(sampling.samplers())}, got {options['sampler']!r}"
         )
     scheme_options = ladder_options(sampler, options["levels"], options["low"])
+    if sampler in _TRAJECTORY_SAMPLERS:
+        scheme_options["trajectory"] = options["trajectory"] or model_path.parent
+    elif options["trajectory"] is not None:
+        raise ValidationError(f"--trajectory applies to --sampler ptt, not --sampler {sampler}")
     model = load_model_file(model_path)
     choose_threads(model)
     image_shape = image_shape_of(model, parse_image_shape(options["image_shape"]))
@@ -214,6 +251,9 @@ def sample(model_path: Path, **options: Any) -> None:
             **scheme_options,
         )
         samples, flip_rate, summary = result.samples, None, result.info.summary
+        adaptation = getattr(result.info, "adaptation", None)
+        if adaptation is not None:
+            click.echo(describe_adaptation(adaptation))
     if samples is None:
         raise ValidationError(f"the {options['sampler']} sampler kept no samples; check --keep-every")
     title = (

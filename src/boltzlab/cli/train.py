@@ -3,8 +3,10 @@
 The run directory (docs/architecture.md, "Command line") holds ``config.toml`` (the effective options,
 written before training so even a killed run keeps it; feed it back with ``--config``),
 ``metrics.csv``, ``checkpoints/`` (the final checkpoint always, and every
-``--checkpoint-every`` updates; ``--resume`` continues from the newest), ``model.safetensors``
-and ``plots/training.png`` and ``plots/samples.png``.
+``--checkpoint-every`` updates; ``--resume`` continues from the newest), ``model.safetensors``,
+``trajectory.safetensors`` (an RBM's parameters at up to ``--snapshots`` geometrically spaced
+updates, which ``boltzlab evaluate`` and ``boltzlab logz --method trajectory-ais`` anneal
+through; ``--snapshots 0`` records none) and ``plots/training.png`` and ``plots/samples.png``.
 
 ``--algorithm`` is any registered negative phase (:func:`boltzlab.training.available_phases`:
 CD, PCD, FPCD, parallel tempering, adaptive simulated tempering, CAST, Trans-SAP). The options
@@ -44,10 +46,12 @@ from boltzlab.cli.config import recorded_options, write_config
 from boltzlab.errors import ValidationError
 from boltzlab.models.dbm import DBM
 from boltzlab.models.rbm import RBM
+from boltzlab.models.trajectory import TRAJECTORY_FILE
 from boltzlab.rng import make_generator, spawn
 from boltzlab.training import available_phases, find_latest_checkpoint
 from boltzlab.training import train as train_model
 from boltzlab.training.negative import PHASE_ALIASES
+from boltzlab.training.snapshots import DEFAULT_MAX_SNAPSHOTS
 
 __all__ = ["train"]
 
@@ -352,6 +356,14 @@ Example:
 )
 @click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in RUN_DIR/checkpoints.")
 @click.option(
+    "--snapshots",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_SNAPSHOTS,
+    show_default=True,
+    help="RBM parameter snapshots kept along training (geometrically spaced) in "
+    "RUN_DIR/trajectory.safetensors, for trajectory AIS and ptt; 0 keeps none.",
+)
+@click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("run"),
@@ -440,6 +452,8 @@ def train(**options: Any) -> None:
         checkpoint_every=options["checkpoint_every"],
         resume=options["resume"],
         progress=True,
+        snapshots=options["snapshots"],
+        snapshot_dir=out,
     )
     elapsed = time.perf_counter() - started
     if latest is not None:
@@ -448,6 +462,8 @@ def train(**options: Any) -> None:
     newest = find_latest_checkpoint(checkpoints)
     if newest is not None:
         written.append(newest)
+    if result.trajectory is not None and (out / TRAJECTORY_FILE).is_file():
+        written.append(out / TRAJECTORY_FILE)
     written.append(
         model.save(
             out / "model.safetensors",

@@ -10,6 +10,7 @@ from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.rts import RTSInfo, rts, ts  # registers "rts", "ts"
 from boltzlab.estimators.tempered_samples import TemperedSamples, collect_tempered_samples
 from boltzlab.estimators.ti import TIInfo, ti, ti_rb  # registers "ti", "ti-rb"
+from boltzlab.estimators.trajectory_ais import TrajectoryAISInfo, trajectory_ais  # registers "trajectory-ais"
 
 __all__ = [
     "AISInfo",
@@ -20,6 +21,7 @@ __all__ = [
     "ScheduleInfo",
     "TIInfo",
     "TemperedSamples",
+    "TrajectoryAISInfo",
     "ais",
     "collect_tempered_samples",
     "decelerated",
@@ -36,6 +38,7 @@ __all__ = [
     "rts",
     "ti",
     "ti_rb",
+    "trajectory_ais",
     "ts",
     "varopt",
 ]

@@ -24,39 +24,48 @@ def tempered_budget(
 ) -> dict[str, int]:
     """Options of the tempered-sampling estimators that spend at most ``total_sweeps`` per chain.
 
-    The paper's initial phase (``n_initial_iterations`` of ``initial_sweeps``, 10 × 50) is
-    shrunk to at most half of the total, and the long run gets the rest. The initial phase may
-    stop early, so the cost actually spent (the estimate's ``cost_sweeps``) can be lower.
+    A tenth goes to the pilot annealing run that places the default ladder
+    (``pilot_temperatures``; the pilot runs as many chains as the estimate, see
+    :mod:`boltzlab.estimators.tempered_budget`). Of the rest, the paper's initial phase
+    (``n_initial_iterations`` of ``initial_sweeps``, 10 × 50) is shrunk to at most half, and
+    the long run gets what is left. The initial phase may stop early, so the cost actually
+    spent (the estimate's ``cost_sweeps``) can be lower; a given ``n_sweeps`` fixes the budget
+    to one round.
 
     Parameters
     ----------
     total_sweeps : int
-        Sweeps per chain, at least ``2·n_initial_iterations``.
+        Sweeps per chain; what is left after the pilot must be at least
+        ``2·n_initial_iterations``.
     n_initial_iterations, initial_sweeps : int, default 10 and 50
         The initial phase at full size.
 
     Returns
     -------
     dict
-        ``n_initial_iterations``, ``initial_sweeps`` and ``n_sweeps`` (the long run), whose
-        ``n_initial_iterations·initial_sweeps + n_sweeps`` equals ``total_sweeps``.
+        ``pilot_temperatures``, ``n_initial_iterations``, ``initial_sweeps`` and ``n_sweeps``
+        (the long run), whose ``pilot_temperatures + n_initial_iterations·initial_sweeps +
+        n_sweeps`` equals ``total_sweeps``.
 
     Examples
     --------
     >>> tempered_budget(1000)
-    {'n_initial_iterations': 10, 'initial_sweeps': 50, 'n_sweeps': 500}
+    {'pilot_temperatures': 100, 'n_initial_iterations': 10, 'initial_sweeps': 45, 'n_sweeps': 450}
     """
     total_sweeps = check_positive_int(total_sweeps, "total_sweeps")
-    if total_sweeps < 2 * n_initial_iterations:
+    pilot = max(1, total_sweeps // 10)
+    sampling = total_sweeps - pilot
+    if sampling < 2 * n_initial_iterations:
         raise ValidationError(
-            f"a tempered estimator needs at least {2 * n_initial_iterations} sweeps per chain "
-            f"({n_initial_iterations} initial iterations and a long run), got {total_sweeps}"
+            f"a tempered estimator needs more than {2 * n_initial_iterations} sweeps per chain "
+            f"(a pilot, {n_initial_iterations} initial iterations and a long run), got {total_sweeps}"
         )
-    per_iteration = min(initial_sweeps, total_sweeps // (2 * n_initial_iterations))
+    per_iteration = min(initial_sweeps, sampling // (2 * n_initial_iterations))
     return {
+        "pilot_temperatures": pilot,
         "n_initial_iterations": n_initial_iterations,
         "initial_sweeps": per_iteration,
-        "n_sweeps": total_sweeps - n_initial_iterations * per_iteration,
+        "n_sweeps": sampling - n_initial_iterations * per_iteration,
     }
 
 

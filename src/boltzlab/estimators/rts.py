@@ -3,7 +3,9 @@
 Carlson, Stinson, Pakman & Paninski (2016), "Partition functions from Rao-Blackwellized
 tempered sampling", ICML: eq. 9 (the estimator), §2.4 (initial iterations), App. A (combining
 stages with different ``Ẑ``), App. B (bias and variance); docs/algorithms.md §4.3. The samples come
-from :func:`~boltzlab.estimators.tempered_samples.collect_tempered_samples`. With the
+from :func:`~boltzlab.estimators.tempered_samples.collect_tempered_samples`, sized by
+:mod:`boltzlab.estimators.tempered_budget` (a ladder placed from a pilot run, then rounds of
+doubling length until the run's checks pass, up to ``max_sweeps``). With the
 Rao-Blackwellized level probabilities ``ĉ_k = (1/N)·Σ_i q(β_k | x_i)``, an unbiased estimate of
 the level marginal ``q(β_k) ∝ r_k Z_k / Ẑ_k``,
 
@@ -12,24 +14,23 @@ the level marginal ``q(β_k) ∝ r_k Z_k / Ẑ_k``,
 (``log Z_1 = 0``: the normalised base). **TS** is the same with ``ĉ`` from counts of the drawn
 levels with a 0.1 pseudo-count per level (the paper's comparison).
 
-**Stages (App. A) [derived, docs/open-questions.md item 6].** Stage ``j`` (an initial iteration, or the
-long run) has fixed ``Ẑ^{(j)}``, ``N_j`` samples and ``ĉ^{(j)}``; ``ζ = log Z`` maximises the
-concave Rao-Blackwellized multinomial log-likelihood
+**Stages.** ``combine="last"`` (the default) uses the long run alone: the paper found it as good
+as the combination, and the early initial iterations start far from equilibrium (their states
+come from another ``Ẑ``), which biases their ``ĉ``; ``combine="all"`` maximises App. A's
+likelihood over every stage (:func:`~boltzlab.estimators.rts_stages.combine_stages`).
 
-    L(ζ) = Σ_j N_j·[Σ_k ĉ_k^{(j)} ζ_k − logsumexp_l(log r_l + ζ_l − log Ẑ_l^{(j)})],   ζ_1 = 0,
-
-whose maximiser with one stage is eq. 9 exactly (:func:`combine_stages`, Newton's method).
-``combine="last"`` (the default) uses the long run alone: the paper found it as good as the
-combination, and the early initial iterations start far from equilibrium (their states come
-from another ``Ẑ``), which biases their ``ĉ``; ``combine="all"`` maximises ``L`` over every stage.
-
-**Error bars.** The chains are independent, so per-chain sums ``A_u`` of ``q`` (or counts)
-give the variance (``error="chains"``, default); ``error="batch-means"`` uses every
-(batch, chain) pair as a unit instead (for few chains; batches must be longer than the
-autocorrelation time). The variance is the sandwich ``H⁻¹ V H⁻¹`` of ``L`` with ``V`` the
-covariance of the per-unit scores ``Σ_j (A_{u,j} − n_{u,j} q_j(ζ̂))``; for one stage this is
-exactly App. B's delta method, ``Var log Ẑ_k ≈ σ_1²/ĉ_1² + σ_k²/ĉ_k² − 2σ_1k/(ĉ_1 ĉ_k)``. App. B's
-bias ``½(σ_1²/ĉ_1² − σ_k²/ĉ_k²)`` is reported in ``info`` (it has no fixed sign).
+**Error bars.** The chains are independent, so per-chain sums give the variance
+(``error="chains"``, default); ``error="batch-means"`` uses every (batch, chain) pair as a unit
+instead (for few chains; batches must be longer than the autocorrelation time). For the long run
+alone it is App. B's delta method, ``Var log Ẑ_k ≈ σ_1²/ĉ_1² + σ_k²/ĉ_k² − 2σ_1k/(ĉ_1 ĉ_k)``,
+computed from the units' shares in log space so that it cannot underflow to 0
+(:func:`~boltzlab.estimators.rts_stages.log_ratio_variance`); for ``combine="all"`` the sandwich
+``H⁻¹ V H⁻¹``. Should either still come out 0 or not finite, the spread of ten independent chain
+groups is used (:func:`~boltzlab.estimators.tempered_checks.group_standard_error`). TS adds, for
+each of the two levels eq. 9 reads that no chain visited, the spread between its 0.1
+pseudo-count and the three counts a 95% bound would allow (``(log 30 / 2)²``): the data say
+nothing more precise. App. B's bias ``½(σ_1²/ĉ_1² − σ_k²/ĉ_k²)`` is reported in ``info`` (it
+has no fixed sign).
 
 **Tracking during training** (paper §4.4): :func:`rts_tracking_update`, the damped update
 ``log Ẑ_k ← log Ẑ_k + α·(log r_1 − log r_k + log ĉ_k − log ĉ_1)`` for every k (docs/open-questions.md
@@ -38,6 +39,7 @@ item 10).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,14 +49,18 @@ from torch import Tensor
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.registry import register_estimator
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.tempered_samples import (
-    PSEUDO_COUNT,
-    TemperedSamples,
-    collect_for_method,
-    rts_log_z,
-    stopping_statistic,
-    validated_choice,
+from boltzlab.estimators.rts_stages import (
+    StageLikelihood,
+    combine_stages,
+    log_ratio_variance,
+    relative_variance,
+    sandwich_covariance,
+    stage_log_likelihood,
 )
+from boltzlab.estimators.tempered_budget import estimate_with_budget
+from boltzlab.estimators.tempered_checks import group_standard_error
+from boltzlab.estimators.tempered_levels import PSEUDO_COUNT, rts_log_z, stopping_statistic, validated_choice
+from boltzlab.estimators.tempered_samples import TemperedSamples
 from boltzlab.models.base import TemperedModel
 from boltzlab.validation import check_positive_int
 
@@ -76,6 +82,9 @@ COMBINES = ("last", "all")
 ERRORS = ("chains", "batch-means")
 STATISTICS = ("rb", "counts")
 DEFAULT_BATCHES = 10
+#: Variance (nats²) TS adds per empty level read by eq. 9: ±2 s.e. span the pseudo-count (0.1)
+#: to the 3 counts a 95% upper bound allows after seeing none.
+EMPTY_LEVEL_VARIANCE = (math.log(3.0 / PSEUDO_COUNT) / 2.0) ** 2
 
 
 @dataclass(frozen=True)
@@ -112,6 +121,10 @@ class RTSInfo:
         Whether Newton's method met its tolerance (always True for ``combine="last"``).
     samples : TemperedSamples
         Everything collected (pass it to ``ti_from_samples`` or ``mbar_from_samples``).
+    stderr_source : {"delta", "sandwich", "groups"}
+        Where ``stderr_levels[-1]`` came from (module docstring, "Error bars").
+    budget : TemperedBudget or None
+        Ladder, rounds and why the run stopped (:mod:`boltzlab.estimators.tempered_budget`).
     """
 
     betas: Tensor
@@ -130,15 +143,8 @@ class RTSInfo:
     error: str
     converged: bool
     samples: TemperedSamples
-
-
-@dataclass(frozen=True)
-class StageLikelihood:
-    """App. A's ``L(ζ)`` with its gradient and Hessian in all ``K`` coordinates (float64)."""
-
-    value: float
-    gradient: Tensor
-    hessian: Tensor
+    stderr_source: str = "delta"
+    budget: Any = None
 
 
 def rts_tracking_update(
@@ -174,122 +180,6 @@ def rts_tracking_update(
     return log_z_hat + float(step_size) * increment
 
 
-def stage_log_likelihood(
-    log_z: Tensor, *, stage_log_z_hat: Tensor, stage_c: Tensor, stage_samples: Tensor, log_prior: Tensor
-) -> StageLikelihood:
-    """App. A's Rao-Blackwellized log-likelihood of ``ζ = log Z`` (module docstring).
-
-    Parameters
-    ----------
-    log_z : Tensor, shape (K,), float64
-    stage_log_z_hat : Tensor, shape (S, K), float64
-        ``log Ẑ^{(j)}`` of each stage.
-    stage_c : Tensor, shape (S, K), float64
-        ``ĉ^{(j)}``, each row summing to 1.
-    stage_samples : Tensor, shape (S,), float64
-        ``N_j``.
-    log_prior : Tensor, shape (K,), float64
-    """
-    logits = log_prior[None, :] + log_z[None, :] - stage_log_z_hat
-    normaliser = torch.logsumexp(logits, 1)
-    q = torch.exp(logits - normaliser[:, None])
-    value = float((stage_samples * ((stage_c * log_z[None, :]).sum(1) - normaliser)).sum())
-    gradient = (stage_samples[:, None] * (stage_c - q)).sum(0)
-    outer = torch.einsum("s,sk,sl->kl", stage_samples, q, q)
-    hessian = outer - torch.diag((stage_samples[:, None] * q).sum(0))
-    return StageLikelihood(value=value, gradient=gradient, hessian=hessian)
-
-
-def combine_stages(
-    stage_log_z_hat: Tensor,
-    stage_c: Tensor,
-    stage_samples: Tensor,
-    log_prior: Tensor,
-    *,
-    initial: Tensor | None = None,
-    tolerance: float = 1e-12,
-    max_iterations: int = 100,
-) -> tuple[Tensor, bool]:
-    """Maximise App. A's ``L(ζ)`` over ``ζ_{2:K}`` (``ζ_1 = 0``) by Newton's method.
-
-    ``L`` is concave (its Hessian is minus a sum of multinomial covariances), so damped Newton
-    steps with backtracking converge from the default start, eq. 9 on the last stage.
-
-    Returns
-    -------
-    log_z : Tensor, shape (K,), float64
-        The maximiser, ``log Z(β_k)`` with ``log Z(0) = 0``.
-    converged : bool
-        Whether ``max |∂L/∂ζ| / Σ N_j < tolerance`` was reached within ``max_iterations``.
-    """
-    stage_c = stage_c / stage_c.sum(1, keepdim=True)
-    if initial is None:
-        initial = rts_log_z(stage_log_z_hat[-1], log_prior, torch.log(stage_c[-1]))
-    log_z = (initial - initial[0]).clone()
-    total = float(stage_samples.sum())
-
-    def evaluate(point: Tensor) -> StageLikelihood:
-        return stage_log_likelihood(
-            point,
-            stage_log_z_hat=stage_log_z_hat,
-            stage_c=stage_c,
-            stage_samples=stage_samples,
-            log_prior=log_prior,
-        )
-
-    current = evaluate(log_z)
-    for _ in range(max_iterations):
-        gradient = current.gradient[1:]
-        if float(gradient.abs().max()) < tolerance * total:
-            return log_z, True
-        # −H restricted to ζ_{2:K} is positive definite when every q_j,k > 0; the pseudo-inverse
-        # covers levels whose probability underflowed.
-        step = torch.linalg.pinv(-current.hessian[1:, 1:], hermitian=True) @ gradient
-        scale = 1.0
-        while scale > 1e-12:
-            candidate = log_z.clone()
-            candidate[1:] += scale * step
-            trial = evaluate(candidate)
-            if trial.value >= current.value - 1e-12 * max(1.0, abs(current.value)):
-                break
-            scale /= 2.0
-        log_z, current = candidate, trial
-    return log_z, float(current.gradient[1:].abs().max()) < tolerance * total
-
-
-def sandwich_covariance(
-    unit_sums: Tensor, unit_samples: Tensor, stage_q: Tensor, stage_samples: Tensor
-) -> Tensor:
-    """Covariance of the App. A estimate ``ζ̂`` (``ζ_1`` fixed) from independent units.
-
-    Parameters
-    ----------
-    unit_sums : Tensor, shape (U, S, K), float64
-        Per unit and stage, ``Σ_t q(β_k | x_t)`` (or counts).
-    unit_samples : Tensor, shape (U, S), float64
-        Samples per unit and stage.
-    stage_q : Tensor, shape (S, K), float64
-        ``q_j(ζ̂)``, the fitted level marginal of each stage.
-    stage_samples : Tensor, shape (S,), float64
-
-    Returns
-    -------
-    Tensor, shape (K, K), float64
-        ``H⁻¹ V H⁻¹`` (row and column 0 are zero), ``V = U/(U−1)·Σ_u s_u s_uᵀ`` with the
-        per-unit scores ``s_u = Σ_j (A_{u,j} − n_{u,j} q_j)``.
-    """
-    n_units = unit_sums.shape[0]
-    scores = (unit_sums - unit_samples[:, :, None] * stage_q[None, :, :]).sum(1)[:, 1:]
-    meat = scores.T @ scores * (n_units / (n_units - 1))
-    hessian = torch.einsum("s,sk,sl->kl", stage_samples, stage_q, stage_q) - torch.diag(
-        (stage_samples[:, None] * stage_q).sum(0)
-    )
-    inverse = torch.linalg.pinv(hessian[1:, 1:], hermitian=True)
-    covariance = torch.zeros_like(hessian)
-    covariance[1:, 1:] = inverse @ meat @ inverse
-    return covariance
-
-
 def rts_from_samples(
     samples: TemperedSamples,
     *,
@@ -313,31 +203,29 @@ def rts_from_samples(
     Returns
     -------
     LogZEstimate
-        ``log_z`` = ``log Z(1)``, ``stderr`` from the sandwich/delta method, ``bound=None``,
-        ``info`` an :class:`RTSInfo`.
+        ``log_z`` = ``log Z(1)``, ``stderr`` from the delta method or the sandwich (or chain
+        groups where those are degenerate; module docstring), ``bound=None``, ``info`` an
+        :class:`RTSInfo`.
     """
+    return _rts_estimate(samples, statistic=statistic, combine=combine, error=error, fallback=True)
+
+
+def _rts_estimate(
+    samples: TemperedSamples, *, statistic: str, combine: str, error: str, fallback: bool
+) -> LogZEstimate:
+    """:func:`rts_from_samples`; ``fallback=False`` skips the chain-group error bar (used by it)."""
     statistic = validated_choice(statistic, STATISTICS, "statistic")
     combine = validated_choice(combine, COMBINES, "combine")
     error = validated_choice(error, ERRORS, "error")
     n_stages = samples.stage_log_z_hat.shape[0]
     stages = list(range(n_stages)) if combine == "all" else [n_stages - 1]
     blocks = [b for b in range(samples.block_stage.numel()) if int(samples.block_stage[b]) in stages]
+    long_blocks = [b for b in blocks if int(samples.block_stage[b]) == n_stages - 1]
     if error == "batch-means" and samples.n_batches < 2:
         raise ValidationError("error='batch-means' needs the long run collected in n_batches >= 2")
     if error == "chains" and samples.n_chains < 2:
         raise ValidationError("error='chains' needs n_chains >= 2; use error='batch-means'")
 
-    per_block = _block_sums(samples, statistic)  # (n_blocks, n_chains, K), linear
-    stage_sums = torch.stack(
-        [per_block[samples.block_stage == stage].sum((0, 1)) for stage in stages]
-    )  # (S, K)
-    stage_samples = torch.tensor(
-        [
-            float(samples.block_sweeps[samples.block_stage == stage].sum()) * samples.n_chains
-            for stage in stages
-        ],
-        dtype=torch.float64,
-    )
     stage_log_z_hat = samples.stage_log_z_hat[stages]
     if statistic == "rb":
         # Pooled in log space: a level a poor Ẑ left nearly unvisited does not underflow.
@@ -348,36 +236,62 @@ def rts_from_samples(
             ]
         )
     else:
-        log_stage = torch.log(stage_sums + PSEUDO_COUNT)
+        counts = samples.level_counts.to(torch.float64)
+        log_stage = torch.log(
+            torch.stack([counts[samples.block_stage == stage].sum((0, 1)) for stage in stages]) + PSEUDO_COUNT
+        )
     log_stage_c = log_stage - torch.logsumexp(log_stage, 1, keepdim=True)
+
+    # The long run's units, in log space: the delta method and App. B's bias.
+    unit_log_sums, unit_samples = _log_units(samples, long_blocks, statistic, error)
+    log_totals = log_stage[-1] if statistic == "counts" else None
+    relative = relative_variance(unit_log_sums, unit_samples, log_totals=log_totals)
+    bias_levels = 0.5 * (relative[0] - relative)
 
     converged = True
     if combine == "last":
         log_z = rts_log_z(stage_log_z_hat[-1], samples.log_prior, log_stage_c[-1])
+        variance, source = log_ratio_variance(unit_log_sums, unit_samples, log_totals=log_totals), "delta"
     else:
-        log_z, converged = combine_stages(
-            stage_log_z_hat, log_stage_c.exp(), stage_samples, samples.log_prior
+        stage_samples = torch.tensor(
+            [
+                float(samples.block_sweeps[samples.block_stage == stage].sum()) * samples.n_chains
+                for stage in stages
+            ],
+            dtype=torch.float64,
         )
-
-    logits = samples.log_prior[None, :] + log_z[None, :] - stage_log_z_hat
-    stage_q = torch.softmax(logits, 1)
-    unit_sums, unit_samples = _units(samples, per_block, blocks, stages, error)
-    covariance = sandwich_covariance(unit_sums, unit_samples, stage_q, stage_samples)
-    stderr_levels = covariance.diagonal().clamp_min(0.0).sqrt()
-
-    long_run = samples.block_stage == n_stages - 1
-    long_c = log_stage_c[-1].exp()
-    long_units, long_unit_samples = _units(
-        samples, per_block, torch.nonzero(long_run).flatten().tolist(), [n_stages - 1], error
-    )
-    variance_c = _variance_of_mean(long_units[:, 0, :], long_unit_samples[:, 0])
-    bias_levels = 0.5 * (variance_c[0] / long_c[0] ** 2 - variance_c / long_c**2)
+        # Started from eq. 9 on the last stage, computed in log space (ĉ may underflow).
+        start = rts_log_z(stage_log_z_hat[-1], samples.log_prior, log_stage_c[-1])
+        log_z, converged = combine_stages(
+            stage_log_z_hat, log_stage_c.exp(), stage_samples, samples.log_prior, initial=start
+        )
+        stage_q = torch.softmax(samples.log_prior[None, :] + log_z[None, :] - stage_log_z_hat, 1)
+        unit_sums, unit_counts = _units(samples, _block_sums(samples, statistic), blocks, stages, error)
+        variance = sandwich_covariance(unit_sums, unit_counts, stage_q, stage_samples).diagonal()
+        source = "sandwich"
+    if statistic == "counts":
+        # Eq. 9 reads ĉ_0 and ĉ_k; an empty one is known only to be below ~3 counts.
+        empty = (log_stage[-1] <= torch.log(torch.tensor(PSEUDO_COUNT, dtype=torch.float64))).to(
+            torch.float64
+        )
+        variance = variance + EMPTY_LEVEL_VARIANCE * (empty + empty[0])
+    stderr_levels = variance.clamp_min(0.0).sqrt()
+    stderr_levels[0] = 0.0
+    last = float(stderr_levels[-1])
+    if fallback and not (math.isfinite(last) and last > 0.0):
+        stderr_levels[-1] = group_standard_error(
+            samples,
+            lambda subset: _rts_estimate(
+                subset, statistic=statistic, combine=combine, error=error, fallback=False
+            ),
+        )
+        source = "groups"
 
     info = RTSInfo(
         betas=samples.betas,
         log_prior=samples.log_prior,
         log_z_hat=samples.log_z_hat,
-        c_hat=long_c,
+        c_hat=log_stage_c[-1].exp(),
         log_z_levels=log_z,
         stderr_levels=stderr_levels,
         bias_levels=bias_levels,
@@ -390,6 +304,8 @@ def rts_from_samples(
         error=error,
         converged=converged,
         samples=samples,
+        stderr_source=source,
+        budget=samples.budget,
     )
     return LogZEstimate(
         log_z=float(log_z[-1]),
@@ -399,6 +315,22 @@ def rts_from_samples(
         bound=None,
         info=info,
     )
+
+
+def _log_units(
+    samples: TemperedSamples, blocks: list[int], statistic: str, error: str
+) -> tuple[Tensor, Tensor]:
+    """Long-run units' ``log A_{u,k}`` ``(U, K)`` and samples ``n_u`` ``(U,)``: chains or pairs."""
+    if statistic == "rb":
+        log_blocks = samples.log_probability_sums[blocks]
+    else:
+        log_blocks = torch.log(samples.level_counts[blocks].to(torch.float64))
+    sweeps = samples.block_sweeps[blocks].to(torch.float64)
+    if error == "chains":
+        return torch.logsumexp(log_blocks, 0), torch.full(
+            (samples.n_chains,), float(sweeps.sum()), dtype=torch.float64
+        )
+    return log_blocks.flatten(0, 1), sweeps.repeat_interleave(samples.n_chains)
 
 
 def _block_sums(samples: TemperedSamples, statistic: str) -> Tensor:
@@ -430,15 +362,6 @@ def _units(
     return sums.flatten(0, 1), counts.flatten(0, 1)
 
 
-def _variance_of_mean(unit_sums: Tensor, unit_samples: Tensor) -> Tensor:
-    """Variance of the ratio estimate ``ĉ = Σ A_u / Σ n_u`` from independent units; shape (K,)."""
-    n_units = unit_sums.shape[0]
-    total = unit_samples.sum()
-    mean = unit_sums.sum(0) / total
-    residual = unit_sums - unit_samples[:, None] * mean[None, :]
-    return (residual**2).sum(0) * n_units / (n_units - 1) / total**2
-
-
 def _estimate(
     model: TemperedModel,
     method: str,
@@ -455,15 +378,17 @@ def _estimate(
     if n_batches is None:
         n_batches = DEFAULT_BATCHES if error == "batch-means" else 1
     n_batches = check_positive_int(n_batches, "n_batches")
-    samples = collect_for_method(
+    return estimate_with_budget(
         model,
         method,
+        recompute=lambda samples: rts_from_samples(
+            samples, statistic=statistic, combine=combine, error=error
+        ),
         generator=generator,
         options=options,
         own_options=("combine", "error", "n_batches"),
         n_batches=n_batches,
     )
-    return rts_from_samples(samples, statistic=statistic, combine=combine, error=error)
 
 
 @register_estimator("rts")
@@ -491,16 +416,22 @@ def rts(
         Batches of the long run (default 1, or 10 for ``error="batch-means"``).
     **options
         Sampling options of :func:`~boltzlab.estimators.tempered_samples.collect_tempered_samples`:
-        ``n_chains`` (100), ``n_temperatures`` (100, linear in β) or ``ladder``, ``n_sweeps``
-        (1000 long-run sweeps), ``operator`` ("gibbs"), ``prior`` (uniform; ``"exp2beta"``),
-        ``initial_log_z`` (zeros), ``n_initial_iterations`` (10), ``initial_sweeps`` (50),
-        ``stop_tolerance`` (0.1), ``adapt_with`` ("rb").
+        ``n_chains`` (100), ``n_temperatures`` (100), ``ladder`` (``"adaptive"``: placed at
+        equal thermodynamic length from a pilot annealing run, which also gives the starting
+        ``log Ẑ``; ``"linear"`` from ``Ẑ = 1``; or ascending values), ``n_sweeps`` (1000
+        long-run sweeps in round 0), ``max_sweeps`` (sweeps per chain the budget may grow to
+        while the run's checks fail: 16,000, or ``n_sweeps`` when that is given),
+        ``pilot_chains`` (100), ``pilot_temperatures`` (1000), ``operator`` ("gibbs"),
+        ``prior`` (uniform; ``"exp2beta"``), ``initial_log_z`` (the pilot's), ``n_initial_iterations``
+        (10), ``initial_sweeps`` (50), ``stop_tolerance`` (0.1), ``adapt_with`` ("rb"). See
+        :mod:`boltzlab.estimators.tempered_budget`.
 
     Returns
     -------
     LogZEstimate
-        ``bound=None`` (RTS's bias has no fixed sign); ``cost_sweeps`` counts the initial
-        iterations too; ``info`` an :class:`RTSInfo`.
+        ``bound=None`` (RTS's bias has no fixed sign); ``cost_sweeps`` counts the pilot, the
+        initial iterations and every round; ``info`` an :class:`RTSInfo` whose ``budget`` says
+        what was spent and why it stopped.
 
     Examples
     --------

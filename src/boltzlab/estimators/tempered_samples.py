@@ -41,7 +41,14 @@ of ``n_sweeps`` sweeps with ``Ẑ`` fixed. ``ĉ`` is accumulated in log space (a
 ``n_batches`` equal batches of the long run) and per chain, ``log Σ_t q(β_k | x_t)`` and the
 counts of drawn levels; for the long run, on request, the binned and ``q``-weighted path
 derivatives ``s_{β_k}(x)`` (TI, TI-RB) and ``log f_k(x)`` of thinned sweeps (MBAR). The chains
-are independent, so per-chain (or per-batch) sums give the error bars.
+are independent, so per-chain (or per-batch) sums give the error bars. Also kept: each chain's
+passages between the two ends of the ladder in the long run (round trips, docs/trust.md) and
+where the chains ended (:class:`~boltzlab.estimators.tempered_step.SamplerState`), from which a
+longer run can continue (:mod:`boltzlab.estimators.tempered_budget`).
+
+The level-space arithmetic (``q(β | x)``, eq. 9, the stopping statistic, priors) is in
+:mod:`boltzlab.estimators.tempered_levels`, the step kernel in
+:mod:`boltzlab.estimators.tempered_step`; their public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -58,16 +65,36 @@ from torch import Tensor
 from boltzlab import operators
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
-from boltzlab.models.base import MarginalTerms, TemperedModel, log_f_marginal_all, path_derivative
+from boltzlab.estimators.tempered_levels import (
+    ADAPT_STATISTICS,
+    PSEUDO_COUNT,
+    check_initial_log_z,
+    level_log_probabilities,
+    path_derivative_all,
+    pooled_log_c,
+    resolve_log_prior,
+    rts_log_z,
+    stopping_statistic,
+    validated_choice,
+)
+from boltzlab.estimators.tempered_step import (
+    LongRunRecorder,
+    SamplerState,
+    TemperedStep,
+    TripCounter,
+    accumulate_,
+)
+from boltzlab.models.base import TemperedModel
 from boltzlab.operators.base import Operator
 from boltzlab.rng import resolve_generator
 from boltzlab.tempering import ladders
 from boltzlab.tempering.base import redraw_summed_layers
 from boltzlab.tempering.ladders import Ladder
-from boltzlab.tempering.simulated import sample_categorical, select_terms
 from boltzlab.validation import check_nonnegative_int, check_positive_int
 
 __all__ = [
+    "PSEUDO_COUNT",
+    "SamplerState",
     "TemperedSamples",
     "check_initial_log_z",
     "collect_tempered_samples",
@@ -76,13 +103,8 @@ __all__ = [
     "resolve_log_prior",
     "rts_log_z",
     "stopping_statistic",
+    "validated_choice",
 ]
-
-ADAPT_STATISTICS = ("rb", "counts")
-# Work-space budget (elements of the (chains, K, units) tensors) per chunk of chains.
-_CHUNK_ELEMENTS = 1 << 22
-# Pseudo-count per level for count-based ĉ (the paper's TS).
-PSEUDO_COUNT = 0.1
 
 
 @dataclass(frozen=True)
@@ -127,6 +149,16 @@ class TemperedSamples:
     operator : str
     adapt_with : {"rb", "counts"}
         Statistic the initial iterations updated ``Ẑ`` with.
+    passages : Tensor, shape (n_chains,), int64, or None
+        One-way passages of each chain between level 0 and level ``K − 1`` in the long run
+        (two make a round trip).
+    final_state : SamplerState or None
+        Where the chains ended, to continue from.
+    budget : TemperedBudget or None
+        How the run was sized, when :mod:`boltzlab.estimators.tempered_budget` sized it
+        (pilot, rounds, why it stopped).
+    earlier_cost_sweeps : int
+        Chain-sweeps spent before this run on its behalf (a pilot, earlier rounds).
     """
 
     betas: Tensor
@@ -148,6 +180,10 @@ class TemperedSamples:
     n_sweeps: int
     operator: str
     adapt_with: str
+    passages: Tensor | None = None
+    final_state: SamplerState | None = None
+    budget: Any = None
+    earlier_cost_sweeps: int = 0
 
     @property
     def n_levels(self) -> int:
@@ -180,6 +216,8 @@ class TemperedSamples:
 
         return dataclasses.replace(
             self,
+            passages=None if self.passages is None else self.passages[chains.to(self.passages.device)],
+            final_state=None if self.final_state is None else self.final_state.subset(chains),
             log_probability_sums=pick(self.log_probability_sums),
             level_counts=pick(self.level_counts),
             derivative_sums=pick(self.derivative_sums),
@@ -207,95 +245,23 @@ class TemperedSamples:
 
     @property
     def cost_sweeps(self) -> int:
-        """Single-chain sweeps spent: ``n_chains ×`` (initial + long-run sweeps)."""
-        return self.n_chains * int(self.block_sweeps.sum())
+        """Single-chain sweeps spent: ``n_chains ×`` (initial + long-run sweeps), plus
+        ``earlier_cost_sweeps``."""
+        return self.n_chains * int(self.block_sweeps.sum()) + self.earlier_cost_sweeps
+
+    @property
+    def round_trips(self) -> Tensor:
+        """Round trips of each chain between the ends of the ladder in the long run; float64,
+        shape ``(n_chains,)`` (half-integers count a trip under way); ``NaN`` if not recorded."""
+        if self.passages is None:
+            return torch.full((self.n_chains,), math.nan, dtype=torch.float64)
+        return self.passages.to(torch.float64) / 2.0
 
     @property
     def occupancy(self) -> Tensor:
         """Fraction of long-run level draws at each level; shape ``(K,)``, float64."""
         counts = self.level_counts[self.n_initial_iterations :].sum((0, 1)).to(torch.float64)
         return counts / counts.sum()
-
-
-def resolve_log_prior(prior: Any, betas: Tensor) -> Tensor:
-    """``log r_k`` (normalised, float64, shape ``(K,)``) from a prior specification.
-
-    Parameters
-    ----------
-    prior : None, "uniform", "exp2beta", callable or sequence of float
-        ``None``/``"uniform"``: ``r_k = 1/K`` (estimation, the paper's default);
-        ``"exp2beta"``: ``r_k ∝ exp(2β_k)`` (more samples near β = 1, the paper's tracking
-        prior); a callable ``betas -> weights``; or ``K`` positive weights.
-    betas : Tensor, shape (K,), float64
-    """
-    n_levels = betas.numel()
-    if prior is None or (isinstance(prior, str) and prior.lower() == "uniform"):
-        return torch.full((n_levels,), -math.log(n_levels), dtype=torch.float64)
-    if isinstance(prior, str):
-        if prior.lower() == "exp2beta":
-            log_weights = 2.0 * betas.to(torch.float64).cpu()
-            return log_weights - torch.logsumexp(log_weights, 0)
-        raise ValidationError(
-            f"prior must be 'uniform', 'exp2beta', a callable or {n_levels} weights, got {prior!r}"
-        )
-    weights = prior(betas.clone()) if callable(prior) else prior
-    try:
-        weights = torch.as_tensor(weights, dtype=torch.float64).detach().cpu().flatten()
-    except (TypeError, ValueError, RuntimeError) as error:
-        raise ValidationError(f"prior could not be read as {n_levels} weights: {error}") from None
-    if (
-        weights.shape != (n_levels,)
-        or not bool(torch.isfinite(weights).all())
-        or not bool((weights > 0).all())
-    ):
-        raise ValidationError(
-            f"prior must give {n_levels} positive finite weights (one per level), got shape "
-            f"{tuple(weights.shape)}"
-        )
-    log_weights = weights.log()
-    return log_weights - torch.logsumexp(log_weights, 0)
-
-
-def _row_chunks(terms: MarginalTerms, n_levels: int) -> list[slice]:
-    per_row = max(1, n_levels * terms.preactivation.shape[1])
-    size = max(1, _CHUNK_ELEMENTS // per_row)
-    n = terms.base.shape[0]
-    return [slice(start, min(start + size, n)) for start in range(0, n, size)]
-
-
-def _log_f_all(terms: MarginalTerms, betas: Tensor) -> Tensor:
-    """``log_f_marginal_all`` in chunks of chains, so the (n, K, J) work space stays bounded."""
-    chunks = _row_chunks(terms, betas.numel())
-    if len(chunks) == 1:
-        return log_f_marginal_all(terms, betas)
-    return torch.cat([log_f_marginal_all(select_terms(terms, rows), betas) for rows in chunks])
-
-
-def level_log_probabilities(
-    terms: MarginalTerms, betas: Tensor, *, log_prior: Tensor, log_z_hat: Tensor
-) -> Tensor:
-    """``log q(β_k | x)`` of every state and level; shape ``(n, K)``, float64, rows normalised.
-
-    ``q(β_k | x) = softmax_k(log f_k(x) + log r_k − log Ẑ_k)`` with the hidden-summed ``f_k``.
-    """
-    log_q = _log_f_all(terms, betas) + (log_prior - log_z_hat).to(terms.base.device)[None, :]
-    return log_q - torch.logsumexp(log_q, 1, keepdim=True)
-
-
-def path_derivative_all(terms: MarginalTerms, betas: Tensor) -> Tensor:
-    """``s_{β_k}(x) = ∂_β log f_β(x)`` at every level; shape ``(n, K)``, float64.
-
-    ``s_β = linear − base + Σ_j a_j σ(β a_j)`` (docs/algorithms.md §1.3, summed-out form, which depends
-    on β); :func:`~boltzlab.models.base.path_derivative` for all levels at once.
-    """
-    betas = betas.to(device=terms.base.device, dtype=torch.float64)
-    constant = (terms.linear - terms.base)[:, None]
-    parts = []
-    for rows in _row_chunks(terms, betas.numel()):
-        pre = terms.preactivation[rows].to(torch.float64)
-        scaled = torch.sigmoid(pre[:, None, :] * betas[None, :, None])
-        parts.append(torch.einsum("nkj,nj->nk", scaled, pre))
-    return constant + torch.cat(parts)
 
 
 def collect_tempered_samples(
@@ -318,6 +284,7 @@ def collect_tempered_samples(
     record_weighted_derivatives: bool = False,
     record_log_densities: bool = False,
     max_log_densities: int = 1_000_000,
+    start: SamplerState | None = None,
 ) -> TemperedSamples:
     """Run RTS's tempered sampler (module docstring) and keep the estimators' statistics.
 
@@ -361,6 +328,9 @@ def collect_tempered_samples(
         kept. Consecutive sweeps of a chain are strongly correlated, so thinning loses little.
     max_log_densities : int, default 1,000,000
         8 MB of float64; MBAR's work space is a few times this.
+    start : SamplerState, optional
+        Continue from these ``n_chains`` states and levels (e.g. a previous run's
+        ``final_state`` on the same ladder) instead of exact base samples at level 0.
 
     Returns
     -------
@@ -394,9 +364,8 @@ def collect_tempered_samples(
     log_prior = resolve_log_prior(prior, betas.cpu())
     log_z_hat = check_initial_log_z(initial_log_z, n_levels)
 
-    sampler = _Sampler(model, transition, betas_model, betas, log_prior, generator)
-    # Base samples sit at level 0 (init_chains labels them β = 0), exactly as drawn.
-    chains = model.init_chains(n_chains, generator=generator)
+    sampler = TemperedStep(model, transition, betas_model, betas, log_prior, generator)
+    chains, levels = _starting_states(model, start, n_chains, betas_model, generator)
     terms = model.marginal_terms(chains.layers)
     n_blocks = n_initial_iterations + n_batches
     log_sums = torch.full((n_blocks, n_chains, n_levels), -math.inf, dtype=torch.float64, device=model.device)
@@ -411,10 +380,10 @@ def collect_tempered_samples(
             model, Chains(layers=chains.layers, beta=betas_model[levels]), terms, generator=generator
         )
         for _ in range(initial_sweeps):
-            chains, terms, levels, _, log_q = sampler.step(chains, terms, log_z_hat)
-            _accumulate(log_sums[iteration], counts[iteration], log_q, levels)
+            chains, terms, levels, _, log_q = sampler(chains, terms, log_z_hat)
+            accumulate_(log_sums[iteration], counts[iteration], log_q, levels)
         block_sweeps.append(initial_sweeps)
-        log_c = _stage_log_c(log_sums[iteration], counts[iteration], adapt_with)
+        log_c = pooled_log_c(log_sums[iteration], counts[iteration], adapt_with)
         log_z_hat = rts_log_z(log_z_hat, log_prior, log_c)
         stop_statistics.append(stopping_statistic(log_c, log_prior))
         if stop_statistics[-1] < stop_tolerance:
@@ -423,7 +392,7 @@ def collect_tempered_samples(
     stage_log_z_hat.append(log_z_hat)
 
     # The long run, with Ẑ fixed.
-    recorder = _LongRunRecorder(
+    recorder = LongRunRecorder(
         n_batches=n_batches,
         n_chains=n_chains,
         betas=betas,
@@ -432,12 +401,14 @@ def collect_tempered_samples(
         thinning=max(1, math.ceil(n_chains * n_sweeps * n_levels / max_log_densities)),
         n_sweeps=n_sweeps if record_log_densities else 0,
     )
+    trips = TripCounter(n_chains, n_levels, model.device)
     boundaries = [(batch * n_sweeps) // n_batches for batch in range(n_batches + 1)]
     for batch in range(n_batches):
         block = n_initial_iterations + batch
         for sweep in range(boundaries[batch], boundaries[batch + 1]):
-            chains, terms, levels, log_f, log_q = sampler.step(chains, terms, log_z_hat)
-            _accumulate(log_sums[block], counts[block], log_q, levels)
+            chains, terms, levels, log_f, log_q = sampler(chains, terms, log_z_hat)
+            accumulate_(log_sums[block], counts[block], log_q, levels)
+            trips.update(levels)
             recorder.record(batch, sweep, terms, levels, log_f, log_q)
         block_sweeps.append(boundaries[batch + 1] - boundaries[batch])
 
@@ -458,215 +429,29 @@ def collect_tempered_samples(
         n_sweeps=n_sweeps,
         operator=str(getattr(transition, "name", type(transition).__name__)),
         adapt_with=adapt_with,
+        passages=trips.passages.cpu(),
+        final_state=SamplerState(chains=chains, levels=levels),
     )
 
 
-class _LongRunRecorder:
-    """Accumulates the long run's optional statistics (TI, TI-RB, MBAR) in place."""
-
-    def __init__(
-        self,
-        *,
-        n_batches: int,
-        n_chains: int,
-        betas: Tensor,
-        derivatives: bool,
-        weighted_derivatives: bool,
-        thinning: int,
-        n_sweeps: int,
-    ) -> None:
-        shape, device = (n_batches, n_chains, betas.numel()), betas.device
-        self.betas, self.thinning = betas, thinning
-        self.derivative_sums = torch.zeros(shape, dtype=torch.float64, device=device) if derivatives else None
-        self.weighted_sums = (
-            torch.zeros(shape, dtype=torch.float64, device=device) if weighted_derivatives else None
-        )
-        n_kept = math.ceil(n_sweeps / thinning)
-        self.densities = self.density_levels = None
-        if n_kept:
-            self.densities = torch.empty(
-                (n_kept, n_chains, betas.numel()), dtype=torch.float64, device=device
-            )
-            self.density_levels = torch.empty((n_kept, n_chains), dtype=torch.int64, device=device)
-
-    def record(
-        self, batch: int, sweep: int, terms: MarginalTerms, levels: Tensor, log_f: Tensor, log_q: Tensor
-    ) -> None:
-        if self.weighted_sums is not None:
-            derivatives = path_derivative_all(terms, self.betas)
-            self.weighted_sums[batch].add_(torch.exp(log_q) * derivatives)
-            current = derivatives.gather(1, levels[:, None]).squeeze(1)
-        elif self.derivative_sums is not None:
-            current = path_derivative(terms, self.betas[levels])
-        if self.derivative_sums is not None:
-            self.derivative_sums[batch].scatter_add_(1, levels[:, None], current[:, None])
-        if self.densities is not None and self.density_levels is not None and sweep % self.thinning == 0:
-            self.densities[sweep // self.thinning] = log_f
-            self.density_levels[sweep // self.thinning] = levels
-
-    def results(self) -> dict[str, Any]:
-        """The :class:`TemperedSamples` fields this recorder fills, on the CPU."""
-        densities = levels = chains = None
-        if self.densities is not None and self.density_levels is not None:
-            n_kept, n_chains, n_levels = self.densities.shape
-            densities = self.densities.reshape(-1, n_levels).cpu()
-            levels = self.density_levels.reshape(-1).cpu()
-            chains = torch.arange(n_chains).repeat(n_kept)
-        return {
-            "derivative_sums": None if self.derivative_sums is None else self.derivative_sums.cpu(),
-            "weighted_derivative_sums": None if self.weighted_sums is None else self.weighted_sums.cpu(),
-            "log_densities": densities,
-            "density_levels": levels,
-            "density_chains": chains,
-            "density_thinning": self.thinning,
-        }
-
-
-class _Sampler:
-    """One step of the tempered sampler (module docstring), with its fixed ingredients."""
-
-    def __init__(
-        self,
-        model: TemperedModel,
-        transition: Operator,
-        betas_model: Tensor,
-        betas: Tensor,
-        log_prior: Tensor,
-        generator: torch.Generator,
-    ) -> None:
-        self.model, self.transition, self.generator = model, transition, generator
-        self.betas_model, self.betas = betas_model, betas
-        self.log_prior = log_prior.to(model.device)
-        self._weights_for: Tensor | None = None
-        self._log_weights = self.log_prior
-
-    def step(
-        self, chains: Chains, terms: MarginalTerms, log_z_hat: Tensor
-    ) -> tuple[Chains, MarginalTerms, Tensor, Tensor, Tensor]:
-        """Sweep, then draw levels from ``q(β | x)``; returns chains, terms, levels, log f, log q.
-
-        ``terms`` are those of ``chains`` (reused by the sweep); the returned terms are those of
-        the returned chains. ``log_z_hat`` (CPU, shape ``(K,)``) is the current ``log Ẑ``.
-        """
-        if self._weights_for is not log_z_hat:  # one host-to-device copy per stage, not per step
-            self._weights_for, self._log_weights = (
-                log_z_hat,
-                self.log_prior - log_z_hat.to(self.log_prior.device),
-            )
-        swept, _ = self.transition.step(self.model, chains, generator=self.generator, terms=terms)
-        terms = self.model.marginal_terms(swept.layers)
-        log_f = _log_f_all(terms, self.betas)
-        log_q = log_f + self._log_weights[None, :]
-        log_q = log_q - torch.logsumexp(log_q, 1, keepdim=True)
-        levels = sample_categorical(log_q, generator=self.generator)
-        # Redrawing the summed-out layer of every chain (moved or not) at its new β is a valid
-        # collapsed Gibbs move and keeps state-dependent operators exact.
-        moved = Chains(layers=swept.layers, beta=self.betas_model[levels])
-        moved = redraw_summed_layers(self.model, moved, terms, generator=self.generator)
-        return moved, terms, levels, log_f, log_q
-
-
-def _accumulate(log_sums: Tensor, counts: Tensor, log_q: Tensor, levels: Tensor) -> None:
-    """Add one step's ``q(β | x)`` (in log space) and drawn levels to a block, in place."""
-    torch.logaddexp(log_sums, log_q, out=log_sums)
-    counts.scatter_add_(1, levels[:, None], torch.ones_like(levels)[:, None])
-
-
-def _stage_log_c(log_sums: Tensor, counts: Tensor, statistic: str) -> Tensor:
-    """``log ĉ`` of one block (all chains pooled) on the CPU: RB or counts with pseudo-count."""
-    if statistic == "rb":
-        pooled = torch.logsumexp(log_sums, 0).cpu()
-    else:
-        pooled = torch.log(counts.sum(0).to(torch.float64).cpu() + PSEUDO_COUNT)
-    return pooled - torch.logsumexp(pooled, 0)
-
-
-def rts_log_z(log_z_hat: Tensor, log_prior: Tensor, log_c: Tensor) -> Tensor:
-    """Eq. 9 for every level: ``log Ẑ_k + log r_1 − log r_k + log ĉ_k − log ĉ_1 − log Ẑ_1``.
-
-    Parameters
-    ----------
-    log_z_hat, log_prior, log_c : Tensor, shape (K,), float64
-        The sampler's ``log Ẑ``, ``log r`` and ``log ĉ`` (need not be normalised).
-
-    Returns
-    -------
-    Tensor, shape (K,), float64
-        ``log Z_k − log Z_1``; with the normalised base, ``log Z(β_k)``.
-    """
-    return log_z_hat - log_z_hat[0] + log_prior[0] - log_prior + log_c - log_c[0]
-
-
-def stopping_statistic(log_c: Tensor, log_prior: Tensor) -> float:
-    """``max_k |ĉ_k/r_k − 1|`` (both normalised here): the generalised stopping rule's statistic.
-
-    For the uniform prior ``statistic < 0.1`` is the paper's ``max_k |ĉ_k − r_k| < 0.1/K``
-    (docs/open-questions.md item 11).
-    """
-    log_c = log_c - torch.logsumexp(log_c, 0)
-    log_prior = log_prior - torch.logsumexp(log_prior, 0)
-    return float((torch.exp(log_c - log_prior) - 1.0).abs().max())
-
-
-def check_initial_log_z(initial_log_z: Sequence[float] | Tensor | None, n_levels: int) -> Tensor:
-    """``initial_log_z`` (zeros when ``None``) checked to hold ``n_levels`` finite values.
-
-    Float64 on the CPU, shifted so that level 0 is 0.
-    """
-    if initial_log_z is None:
-        return torch.zeros(n_levels, dtype=torch.float64)
-    try:
-        values = torch.as_tensor(initial_log_z, dtype=torch.float64).detach().cpu().flatten().clone()
-    except (TypeError, ValueError, RuntimeError) as error:
-        raise ValidationError(f"initial_log_z could not be read as numbers: {error}") from None
-    if values.shape != (n_levels,) or not bool(torch.isfinite(values).all()):
-        raise ValidationError(
-            f"initial_log_z must hold {n_levels} finite values (one per level), got shape {tuple(values.shape)}"
-        )
-    return values - values[0]
-
-
-def validated_choice(value: Any, choices: tuple[str, ...], name: str) -> str:
-    """``value`` lower-cased if it is one of ``choices``; :class:`ValidationError` otherwise."""
-    if not isinstance(value, str) or value.lower() not in choices:
-        raise ValidationError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
-    return value.lower()
-
-
-# Options of collect_tempered_samples a user may pass through an estimator; the record_*
-# switches are the estimator's business.
-USER_SAMPLING_OPTIONS = (
-    "n_chains",
-    "n_temperatures",
-    "ladder",
-    "n_sweeps",
-    "operator",
-    "prior",
-    "initial_log_z",
-    "n_initial_iterations",
-    "initial_sweeps",
-    "stop_tolerance",
-    "adapt_with",
-    "max_log_densities",
-)
-
-
-def collect_for_method(
+def _starting_states(
     model: TemperedModel,
-    method: str,
-    *,
-    generator: torch.Generator | int | None,
-    options: dict[str, Any],
-    own_options: tuple[str, ...],
-    **settings: Any,
-) -> TemperedSamples:
-    """:func:`collect_tempered_samples` with a method's options, refusing unknown ones by name.
-
-    ``settings`` are what the method itself decides (``record_*``, ``n_batches``, defaults
-    such as ``adapt_with``); an option the user gave wins over a default in ``settings``.
-    """
-    unknown = sorted(set(options) - set(USER_SAMPLING_OPTIONS))
-    if unknown:
-        accepted = ", ".join([*own_options, *USER_SAMPLING_OPTIONS, "generator"])
-        raise ValidationError(f"unknown {method} option(s) {', '.join(unknown)}; {method} takes {accepted}")
-    return collect_tempered_samples(model, generator=generator, **{**settings, **options})
+    start: SamplerState | None,
+    n_chains: int,
+    betas_model: Tensor,
+    generator: torch.Generator,
+) -> tuple[Chains, Tensor]:
+    """Exact base samples at level 0 (``init_chains`` labels them β = 0), or ``start`` checked."""
+    if start is None:
+        chains = model.init_chains(n_chains, generator=generator)
+        return chains, torch.zeros(n_chains, dtype=torch.int64, device=model.device)
+    levels = torch.as_tensor(start.levels, dtype=torch.int64).to(model.device)
+    if start.chains.n_chains != n_chains or levels.shape != (n_chains,):
+        raise ValidationError(
+            f"start holds {start.chains.n_chains} chains and {tuple(levels.shape)} levels; expected "
+            f"n_chains={n_chains} of each"
+        )
+    if bool((levels < 0).any()) or bool((levels >= betas_model.numel()).any()):
+        raise ValidationError(f"start levels must index the {betas_model.numel()}-level ladder")
+    # The chains carry on at their levels' β of this ladder (a no-op when the ladder is theirs).
+    return Chains(layers=start.chains.layers, beta=betas_model[levels]), levels

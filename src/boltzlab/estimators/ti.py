@@ -18,18 +18,27 @@ estimated on the tempered sampler's ladder (``log Z(0) = 0``: the normalised bas
 
 and the trapezoid rule ``Σ_k (β_k − β_{k−1})(ĝ_k + ĝ_{k−1})/2`` (default, ``O(1/K²)``
 discretisation error) or the right Riemann sum ``Σ_k (β_k − β_{k−1}) ĝ_k`` (``O(1/K)``; AIS's
-log-weight is one). The discretisation error is a bias that the error bar does not contain;
-RTS has none, and TI-RB approaches RTS as the ladder becomes continuous (docs/algorithms.md §7).
+log-weight is one). RTS has no discretisation error, and TI-RB approaches RTS as the ladder
+becomes continuous (docs/algorithms.md §7).
+
+**Discretisation in the error bar.** The same rule on every other level (``K/2`` levels, both
+ends kept) has about ``2^p`` times the error of the full ladder (``p = 2`` trapezoid, ``1``
+Riemann), so Richardson's ``|I_K − I_{K/2}|/(2^p − 1)`` estimates the full ladder's
+discretisation error. It is added to the statistical variance (``info.discretisation``,
+``info.statistical_stderr``). On the hard-model suite with the default ladder, TI on a CD-1
+Fashion-MNIST RBM was 0.24 nats low, 6.1 statistical standard errors, with a discretisation
+estimate of 0.24 (docs/trust.md).
 
 Both read the samples collected by
 :func:`~boltzlab.estimators.tempered_samples.collect_tempered_samples` (the RTS sampler with its
-adapted ``Ẑ``, so every level is visited). **Error bars** by the delta method from independent
+adapted ``Ẑ``, so every level is visited), sized by :mod:`boltzlab.estimators.tempered_budget`. **Error bars** by the delta method from independent
 units (chains, or (batch, chain) pairs): each ``ĝ_k`` is a ratio of sums, and the estimate a
 linear combination of them.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,13 +48,16 @@ from torch import Tensor
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.registry import register_estimator
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.tempered_samples import TemperedSamples, collect_for_method, validated_choice
+from boltzlab.estimators.tempered_budget import estimate_with_budget
+from boltzlab.estimators.tempered_levels import validated_choice
+from boltzlab.estimators.tempered_samples import TemperedSamples
 from boltzlab.models.base import TemperedModel
 from boltzlab.validation import check_positive_int
 
 __all__ = [
     "TIInfo",
     "cumulative_weights",
+    "discretisation_error",
     "interpolation_matrix",
     "ti",
     "ti_from_samples",
@@ -73,11 +85,19 @@ class TIInfo:
     log_z_levels : Tensor, shape (K,), float64
         ``log Z(β_k)`` integrated up to each level (the last is the estimate).
     stderr_levels : Tensor, shape (K,), float64
+        Statistical and discretisation errors combined (``√(se² + discretisation²)`` at the
+        last level; statistical only below it).
+    statistical_stderr : float
+        The delta-method standard error of the estimate alone.
+    discretisation : float
+        Richardson's estimate of the rule's error, ``|I_K − I_{K/2}|/(2^p − 1)`` (nats).
     rule : {"trapezoid", "riemann"}
     rao_blackwellized : bool
         TI-RB (True) or TI (False).
     error : {"chains", "batch-means"}
     samples : TemperedSamples
+    budget : TemperedBudget or None
+        Ladder, rounds and why the run stopped (:mod:`boltzlab.estimators.tempered_budget`).
     """
 
     betas: Tensor
@@ -85,10 +105,13 @@ class TIInfo:
     imputed: Tensor
     log_z_levels: Tensor
     stderr_levels: Tensor
+    statistical_stderr: float
+    discretisation: float
     rule: str
     rao_blackwellized: bool
     error: str
     samples: TemperedSamples
+    budget: Any = None
 
 
 def cumulative_weights(betas: Tensor, *, rule: str = "trapezoid") -> Tensor:
@@ -153,6 +176,31 @@ def interpolation_matrix(betas: Tensor, observed: Tensor) -> Tensor:
     return matrix
 
 
+def discretisation_error(betas: Tensor, values: Tensor, *, rule: str = "trapezoid") -> float:
+    """Richardson's estimate of the rule's error on ``betas``: ``|I_K − I_{K/2}|/(2^p − 1)``.
+
+    ``I_{K/2}`` is the same rule on every other level with both ends kept (module docstring);
+    ``p = 2`` for the trapezoid, 1 for the Riemann sum. 0 for fewer than three levels.
+
+    Parameters
+    ----------
+    betas, values : Tensor, shape (K,)
+        The ladder and ``g_k`` on it.
+    rule : {"trapezoid", "riemann"}
+    """
+    rule = validated_choice(rule, RULES, "rule")
+    betas = torch.as_tensor(betas, dtype=torch.float64)
+    values = torch.as_tensor(values, dtype=torch.float64)
+    n_levels = betas.numel()
+    if n_levels < 3:
+        return 0.0
+    coarse = torch.unique(torch.cat([torch.arange(0, n_levels, 2), torch.tensor([n_levels - 1])]))
+    fine = float(ti_integral(betas, values, rule=rule)[-1])
+    half = float(ti_integral(betas[coarse], values[coarse], rule=rule)[-1])
+    order = 2 if rule == "trapezoid" else 1
+    return abs(fine - half) / (2**order - 1)
+
+
 def _integrate(
     samples: TemperedSamples,
     unit_sums: Tensor,
@@ -182,16 +230,22 @@ def _integrate(
     ]
     influence = residuals @ weights.T  # (U, K)
     stderr_levels = ((influence**2).sum(0) * n_units / (n_units - 1)).sqrt()
+    statistical = float(stderr_levels[-1])
+    discretisation = discretisation_error(samples.betas, mean_derivative, rule=rule)
+    stderr_levels[-1] = math.hypot(statistical, discretisation)
     info = TIInfo(
         betas=samples.betas,
         mean_derivative=mean_derivative,
         imputed=~observed,
         log_z_levels=log_z_levels,
         stderr_levels=stderr_levels,
+        statistical_stderr=statistical,
+        discretisation=discretisation,
         rule=rule,
         rao_blackwellized=rao_blackwellized,
         error=error,
         samples=samples,
+        budget=samples.budget,
     )
     return LogZEstimate(
         log_z=float(log_z_levels[-1]),
@@ -276,9 +330,11 @@ def _estimate(
         n_batches = DEFAULT_BATCHES if error == "batch-means" else 1
     n_batches = check_positive_int(n_batches, "n_batches")
     rao_blackwellized = method == "ti-rb"
-    samples = collect_for_method(
+    from_samples = ti_rb_from_samples if rao_blackwellized else ti_from_samples
+    return estimate_with_budget(
         model,
         method,
+        recompute=lambda samples: from_samples(samples, rule=rule, error=error),
         generator=generator,
         options=options,
         own_options=("rule", "error", "n_batches"),
@@ -286,9 +342,6 @@ def _estimate(
         record_derivatives=not rao_blackwellized,
         record_weighted_derivatives=rao_blackwellized,
     )
-    if rao_blackwellized:
-        return ti_rb_from_samples(samples, rule=rule, error=error)
-    return ti_from_samples(samples, rule=rule, error=error)
 
 
 @register_estimator("ti")
@@ -313,13 +366,14 @@ def ti(
         Batches of the long run (default 1, or 10 for ``error="batch-means"``).
     **options
         Sampling options as for ``method="rts"`` (``n_chains`` 100, ``n_temperatures`` 100,
-        ``n_sweeps`` 1000, ``operator``, ``prior``, initial-iteration settings, ...).
+        ``ladder`` "adaptive", ``n_sweeps`` 1000, ``max_sweeps``, ``operator``, ``prior``,
+        initial-iteration settings, ...).
 
     Returns
     -------
     LogZEstimate
-        ``bound=None``; the error bar excludes the discretisation bias; ``info`` a
-        :class:`TIInfo`.
+        ``bound=None``; the error bar includes the rule's discretisation error (module
+        docstring); ``info`` a :class:`TIInfo`.
 
     Examples
     --------

@@ -8,29 +8,33 @@ when the caller gives it (``check_data=``), from the base otherwise.
 - every stochastic method: a finite, positive standard error;
 - importance-weighted methods (AIS, RAISE's log Z, trajectory AIS): effective sample size
   and agreement of independent chain groups;
-- tempered methods (RTS, TS, TI, TI-RB): the same estimator recomputed on independent
-  groups of chains must agree; whether the initial iterations met their stopping rule and
-  how many chains visited both ends of the ladder are notes (on their own they flag too many
-  right answers, see docs/trust.md);
+- tempered methods (RTS, TS, TI, TI-RB, MBAR): the checks of
+  :mod:`boltzlab.estimators.tempered_checks` — level balance after the run, round trips per
+  chain, the same estimator recomputed on independent groups of chains, the pilot's bound —
+  as the budget loop last ran them (:mod:`boltzlab.estimators.tempered_budget`), and for MBAR
+  the overlap of neighbouring levels; whether the initial iterations met their stopping rule
+  and whether the budget ran out are notes;
 - binary RBMs, any method: not below the certified lower bound by more than 4 s.e.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from boltzlab.estimators.lower_bound import certified_lower_bound, supports_lower_bound
+from boltzlab.estimators.mbar import mbar_for_groups
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.rts import rts_from_samples
+from boltzlab.estimators.tempered_checks import tempered_failures
 from boltzlab.estimators.tempered_samples import TemperedSamples
 from boltzlab.estimators.ti import ti_from_samples, ti_rb_from_samples
 from boltzlab.estimators.trust import (
-    GROUP_AGREEMENT_MIN_SPREAD,
+    MIN_NEIGHBOUR_OVERLAP,
+    N_GROUPS,
     Verdict,
     check_ess,
     check_group_agreement,
@@ -39,10 +43,7 @@ from boltzlab.estimators.trust import (
     group_log_means,
 )
 
-__all__ = ["N_GROUPS", "judge"]
-
-#: Independent chain groups compared by the group-agreement check.
-N_GROUPS = 4
+__all__ = ["N_GROUPS", "check_neighbour_overlap", "judge"]
 
 
 def judge(
@@ -77,11 +78,19 @@ def judge(
             values, stderrs = group_log_means(log_weights, N_GROUPS)
             verdict.check(check_group_agreement(values, stderrs, what="chain groups"))
     samples = getattr(estimate.info, "samples", None)
-    recompute = _FROM_SAMPLES.get(estimate.method)
-    if isinstance(samples, TemperedSamples) and recompute is not None and samples.n_chains >= 2 * N_GROUPS:
-        verdict.check(_tempered_group_check(samples, recompute, estimate))
-        verdict.notes.extend(_ends_note(samples))
-    stopped = getattr(estimate.info, "stopped", None)
+    if isinstance(samples, TemperedSamples):
+        for message in _tempered_checks(samples, estimate):
+            verdict.check(message)
+        verdict.notes.extend(_budget_notes(samples))
+    overlap = getattr(estimate.info, "neighbour_overlap", None)
+    if isinstance(overlap, torch.Tensor):
+        verdict.check(check_neighbour_overlap(overlap))
+    if isinstance(samples, TemperedSamples):
+        # A continued round has no initial iterations of its own: its weights come from the
+        # previous round, whose balance the checks above judged.
+        stopped = samples.stopped if samples.n_initial_iterations > 0 else None
+    else:
+        stopped = getattr(estimate.info, "stopped", None)
     if stopped is False:
         verdict.note(
             "the initial iterations did not meet their stopping rule (max_k |ĉ_k/r_k − 1| < 0.1): "
@@ -116,46 +125,50 @@ _FROM_SAMPLES: dict[str, Callable[[TemperedSamples], LogZEstimate]] = {
     "ts": _ts,
     "ti": ti_from_samples,
     "ti-rb": ti_rb_from_samples,
+    "mbar": mbar_for_groups,
 }
 
 
-def _tempered_group_check(
-    samples: TemperedSamples, recompute: Callable[[TemperedSamples], LogZEstimate], estimate: LogZEstimate
-) -> str | None:
-    """Recompute the estimate on ``N_GROUPS`` disjoint groups of chains; they must agree.
+def _tempered_checks(samples: TemperedSamples, estimate: LogZEstimate) -> list[str]:
+    """The tempered checks' failures: as the budget loop last ran them on these samples (with the
+    estimator's own options), or run now with each method's defaults."""
+    budget = samples.budget
+    rounds = getattr(budget, "rounds", ())
+    if rounds and rounds[-1].log_z == estimate.log_z:
+        return list(rounds[-1].diagnosis.failures())
+    recompute = _FROM_SAMPLES.get(estimate.method)
+    if recompute is None:
+        return []
+    return tempered_failures(samples, recompute, estimate)
 
-    Chains stuck in different modes give groups that disagree far beyond their error bars.
-    When the groups' own error bars are unusable (zero), their spread is compared with the
-    full estimate's error bar instead (4 of them, plus ``GROUP_AGREEMENT_MIN_SPREAD`` nats).
+
+def _budget_notes(samples: TemperedSamples) -> list[str]:
+    """A note when the budget grew to its cap with its own (stricter) checks still failing."""
+    budget = samples.budget
+    if budget is None or budget.passed or len(budget.rounds) < 2:
+        return []
+    return [
+        f"the budget grew over {len(budget.rounds)} rounds to {budget.sweeps_per_chain} sweeps per chain "
+        f"(max_sweeps {budget.max_sweeps}) with its checks still failing ({budget.rounds[-1].failures[0]})"
+    ]
+
+
+def check_neighbour_overlap(neighbour_overlap: torch.Tensor) -> str | None:
+    """Every pair of neighbouring levels overlaps by at least ``MIN_NEIGHBOUR_OVERLAP`` (MBAR).
+
+    ``neighbour_overlap`` has shape ``(K − 1,)``: ``min(O[k, k+1], O[k+1, k])`` of pymbar's
+    overlap matrix.
     """
-    groups = torch.arange(samples.n_chains).tensor_split(N_GROUPS)
-    results = [recompute(samples.chain_subset(group)) for group in groups]
-    values = [result.log_z for result in results]
-    stderrs = [result.stderr for result in results]
-    if all(math.isfinite(s) and s > 0 for s in stderrs):
-        return check_group_agreement(
-            values, stderrs, what=f"chain groups ({estimate.method} recomputed on each)"
-        )
-    spread = max(values) - min(values)
-    allowed = 4.0 * (estimate.stderr if math.isfinite(estimate.stderr) else 0.0) + GROUP_AGREEMENT_MIN_SPREAD
-    if spread > allowed:
+    if neighbour_overlap.numel() == 0:
+        return None
+    worst = int(torch.argmin(neighbour_overlap))
+    value = float(neighbour_overlap[worst])
+    if not value >= MIN_NEIGHBOUR_OVERLAP:
         return (
-            f"{N_GROUPS} independent chain groups give {estimate.method} estimates spanning {spread:.3g} nats, "
-            f"more than {allowed:.3g} (4 standard errors + {GROUP_AGREEMENT_MIN_SPREAD:g}): the chains disagree"
+            f"neighbouring levels {worst} and {worst + 1} overlap by {value:.3g} in MBAR's overlap matrix, "
+            f"below {MIN_NEIGHBOUR_OVERLAP:g}: the levels are not tied together by shared samples"
         )
     return None
-
-
-def _ends_note(samples: TemperedSamples) -> list[str]:
-    """A note when fewer than half the chains visited both ends of the ladder in the long run."""
-    long_run = samples.block_stage == samples.block_stage.max()
-    counts = samples.level_counts[long_run].sum(0)  # (n_chains, K)
-    both = float(((counts[:, 0] > 0) & (counts[:, -1] > 0)).to(torch.float64).mean())
-    if both < 0.5:
-        return [
-            f"only {both:.0%} of the chains visited both ends of the ladder (β = 0 and β = 1) in the long run"
-        ]
-    return []
 
 
 def _with_bound(estimate: LogZEstimate, bound: Any) -> LogZEstimate:

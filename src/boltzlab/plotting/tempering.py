@@ -16,8 +16,9 @@ from matplotlib.figure import Figure
 from boltzlab.errors import ValidationError
 from boltzlab.plotting.diagnostics import plot_level_occupancy, plot_temperature_trajectories
 from boltzlab.tempering.cast import CASTSummary
+from boltzlab.tempering.level_summary import SimulatedTemperingSummary
 from boltzlab.tempering.parallel import ParallelTemperingSummary
-from boltzlab.tempering.simulated import SimulatedTemperingSummary
+from boltzlab.tempering.ptt_state import TrajectoryTemperingSummary
 from boltzlab.tempering.transitions import TemperedTransitionsSummary
 
 __all__ = ["tempered_sampler_figure"]
@@ -28,8 +29,8 @@ def tempered_sampler_figure(summary: Any, *, title: str | None = None, max_chain
 
     Parameters
     ----------
-    summary : SimulatedTemperingSummary, CASTSummary, ParallelTemperingSummary or TemperedTransitionsSummary
-        ``SampleResult.info.summary`` of ``boltzlab.sample(..., sampler="st" | "ast" | "cast" | "pt" | "tt")``.
+    summary : SimulatedTemperingSummary, CASTSummary, ParallelTemperingSummary, TrajectoryTemperingSummary or TemperedTransitionsSummary
+        ``SampleResult.info.summary`` of ``boltzlab.sample(..., sampler="st" | "ast" | "cast" | "pt" | "ptt" | "tt")``.
     title : str, optional
     max_chains : int, default 4
         Trajectories drawn.
@@ -62,6 +63,8 @@ def tempered_sampler_figure(summary: Any, *, title: str | None = None, max_chain
         right.set_ylabel("fraction of units changed per sweep")
         right.set_title("flip rate per level")
         right.grid(alpha=0.3)
+    elif isinstance(summary, TrajectoryTemperingSummary):
+        _trajectory_panels(left, right, summary)
     elif isinstance(summary, TemperedTransitionsSummary):
         acceptance = summary.acceptance_per_chain.numpy()
         left.bar(np.arange(acceptance.size), acceptance, color="C0", alpha=0.8)
@@ -79,8 +82,28 @@ def tempered_sampler_figure(summary: Any, *, title: str | None = None, max_chain
         right.grid(alpha=0.3)
     else:
         raise ValidationError(
-            "summary must be the summary of a pt, st, ast, cast or tt run, got a " + type(summary).__name__
+            "summary must be the summary of a pt, ptt, st, ast, cast or tt run, got a "
+            + type(summary).__name__
         )
     if title:
         figure.suptitle(title)
     return figure
+
+
+def _trajectory_panels(left: Any, right: Any, summary: TrajectoryTemperingSummary) -> None:
+    """PTT (levels are training snapshots): swap acceptance per pair and flip rate per level."""
+    labels = [("model" if np.isnan(u) else f"{u:.0f}") for u in summary.updates.numpy()]
+    pairs = np.arange(len(labels) - 1)
+    left.bar(pairs, summary.swap_acceptance.cpu().numpy(), color="C0", alpha=0.8)
+    step = max(1, pairs.size // 8)
+    ticks = [f"{labels[k]}–{labels[k + 1]}" for k in pairs[::step]]
+    left.set_xticks(pairs[::step], ticks, fontsize="small", rotation=35, ha="right")
+    left.set_xlabel("neighbour pair (training updates)")
+    left.set_ylabel("swap acceptance")
+    left.set_ylim(0.0, 1.02)
+    left.set_title(f"swap acceptance per pair; {summary.total_round_trips} round trips")
+    right.plot(np.arange(len(labels)), summary.flip_rate_per_level.cpu().numpy(), marker="o", markersize=3)
+    right.set_xlabel("level (snapshot index, the model last)")
+    right.set_ylabel("fraction of units changed per sweep")
+    right.set_title("flip rate per level")
+    right.grid(alpha=0.3)

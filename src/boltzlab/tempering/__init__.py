@@ -8,6 +8,7 @@ from boltzlab.tempering.base import TemperingScheme, metropolis_accept, redraw_s
 from boltzlab.tempering.cast import CAST
 from boltzlab.tempering.ladders import Ladder
 from boltzlab.tempering.parallel import ParallelTempering
+from boltzlab.tempering.ptt import TrajectoryTempering  # registers "ptt"
 from boltzlab.tempering.simulated import SimulatedTempering
 from boltzlab.tempering.transitions import TemperedTransitions
 from boltzlab.tempering.wang_landau import AdaptiveSimulatedTempering
@@ -20,6 +21,7 @@ __all__ = [
     "SimulatedTempering",
     "TemperedTransitions",
     "TemperingScheme",
+    "TrajectoryTempering",
     "ladders",
     "metropolis_accept",
     "redraw_summed_layers",

@@ -30,10 +30,11 @@ import torch
 from torch import Tensor
 
 from boltzlab.chains import Chains
+from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, TemperedModel
 from boltzlab.rng import sample_bernoulli
 
-__all__ = ["TemperingScheme", "metropolis_accept", "redraw_summed_layers"]
+__all__ = ["TemperingScheme", "check_choice", "metropolis_accept", "redraw_summed_layers", "select_terms"]
 
 
 @runtime_checkable
@@ -79,3 +80,18 @@ def redraw_summed_layers(
     for index, part in zip(group, parts, strict=True):
         layers[index] = sample_bernoulli(part.contiguous(), generator=generator).to(chains.dtype)
     return Chains(layers=tuple(layers), beta=chains.beta)
+
+
+def select_terms(terms: MarginalTerms, index: Tensor | slice) -> MarginalTerms:
+    """The rows ``index`` of summed-out terms (a state's terms do not depend on its β or slot,
+    so schemes that permute, split or concatenate chains permute their terms alike)."""
+    return MarginalTerms(
+        base=terms.base[index], linear=terms.linear[index], preactivation=terms.preactivation[index]
+    )
+
+
+def check_choice(value: Any, choices: tuple[str, ...], name: str) -> str:
+    """``value`` lower-cased if it is one of ``choices``; a :class:`ValidationError` naming them if not."""
+    if not isinstance(value, str) or value.lower() not in choices:
+        raise ValidationError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+    return value.lower()

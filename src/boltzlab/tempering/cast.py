@@ -42,23 +42,20 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from boltzlab.chains import Chains
+from boltzlab.chains import Chains, chains_from_tensors, chains_to_tensors
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import TemperedModel
 from boltzlab.operators.base import Operator
 from boltzlab.rng import resolve_generator
+from boltzlab.tempering.base import check_choice, select_terms
 from boltzlab.tempering.ladders import Ladder
-from boltzlab.tempering.registry import register_scheme
-from boltzlab.tempering.simulated import (
+from boltzlab.tempering.level_summary import (
     SimulatedTemperingInfo,
-    SimulatedTemperingState,
     SimulatedTemperingSummary,
-    check_choice,
-    layers_from_tensors,
-    layers_to_tensors,
-    select_terms,
     summarize_levels,
 )
+from boltzlab.tempering.registry import register_scheme
+from boltzlab.tempering.simulated import SimulatedTemperingState
 from boltzlab.tempering.wang_landau import AdaptiveSimulatedTempering
 from boltzlab.validation import check_positive_int
 
@@ -261,7 +258,7 @@ class CAST:
 
     def state_tensors(self, state: CASTState) -> dict[str, Tensor]:
         """Named tensors that rebuild ``state`` bit for bit (fast-chain entries prefixed ``fast.``)."""
-        tensors = layers_to_tensors(state.slow, "slow")
+        tensors = chains_to_tensors(state.slow, "slow", with_beta=False)  # slow chains are at β = 1
         tensors.update({f"fast.{key}": value for key, value in self.fast.state_tensors(state.fast).items()})
         tensors["n_steps"] = torch.tensor([state.n_steps], dtype=torch.int64)
         tensors["n_exchanges"] = torch.tensor([state.n_exchanges], dtype=torch.int64)
@@ -275,7 +272,9 @@ class CAST:
         fast = self.fast.state_from_tensors(
             model, {key[len("fast.") :]: value for key, value in tensors.items() if key.startswith("fast.")}
         )
-        slow = layers_from_tensors(tensors, "slow", model=model)
+        slow = chains_from_tensors(
+            tensors, "slow", dtype=model.dtype, device=model.device, layer_sizes=model.layer_sizes, beta=1.0
+        )
         if slow.n_chains != fast.chains.n_chains:
             raise ValidationError(
                 f"inconsistent CAST state: {slow.n_chains} slow chains but {fast.chains.n_chains} fast chains"
@@ -290,7 +289,10 @@ class CAST:
 
 @register_scheme("cast")
 def coupled_adaptive_simulated_tempering(operator: Operator, **options: Any) -> CAST:
-    """Factory behind ``bl.sample(model, sampler="cast", operator=..., **options)``."""
+    """Factory behind ``bl.sample(model, sampler="cast", ...)`` when it does not adapt first (a
+    ``gamma`` schedule or ``log_weights`` given, or ``adapt=False``: the paper's scheme, as the
+    trainer runs it) and behind ``sampling.make_scheme("cast")``; by default ``bl.sample``
+    adapts, then freezes (:mod:`boltzlab.tempering.adaptation`)."""
     return CAST(operator, **options)
 
 

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -60,12 +59,20 @@ from torch import Tensor
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, TemperedModel
-from boltzlab.numerics import softplus
 from boltzlab.operators.base import Operator
 from boltzlab.operators.base import resolve as resolve_operator
 from boltzlab.tempering import ladders
-from boltzlab.tempering.base import metropolis_accept, redraw_summed_layers
+from boltzlab.tempering.base import metropolis_accept, redraw_summed_layers, select_terms
 from boltzlab.tempering.ladders import Ladder
+from boltzlab.tempering.parallel_state import (
+    DOWN,
+    UNLABELLED,
+    UP,
+    ParallelTemperingInfo,
+    ParallelTemperingState,
+    ParallelTemperingSummary,
+    log_f_change,
+)
 from boltzlab.tempering.registry import register_scheme
 from boltzlab.validation import check_positive_int
 
@@ -77,129 +84,6 @@ __all__ = [
 ]
 
 PAIR_SCHEDULES = ("alternating", "all")
-
-# Round-trip labels (see the module docstring).
-_UNLABELLED, _UP, _DOWN = 0, 1, 2
-
-
-@dataclass(frozen=True, slots=True)
-class ParallelTemperingState:
-    """State of ``n_chains`` independent parallel-tempering systems of ``K`` levels each.
-
-    Attributes
-    ----------
-    chains : Chains
-        ``K·n_chains`` replicas, level-major: slot ``k·n_chains + i`` is level ``k`` of system
-        ``i``, at β = ``β_k`` (in the model's dtype).
-    replica : Tensor, shape (K, n_chains), int64
-        Which replica (its starting level) occupies each slot.
-    direction : Tensor, shape (K, n_chains), int8
-        Round-trip label of the replica in each slot: 0 none yet, 1 up (last touched the
-        bottom), 2 down (reached the top after the bottom).
-    round_trips : Tensor, shape (n_chains,), int64
-        Round trips completed in each system since ``init``.
-    swap_accepted, swap_attempted : Tensor, shape (K − 1,), int64
-        Exchanges accepted and proposed per neighbour pair since ``init``, summed over systems.
-    n_steps : int
-        Steps taken since ``init``.
-    n_rounds : int
-        Swap rounds done since ``init`` (its parity picks the pairs of ``"alternating"``).
-    """
-
-    chains: Chains
-    replica: Tensor
-    direction: Tensor
-    round_trips: Tensor
-    swap_accepted: Tensor
-    swap_attempted: Tensor
-    n_steps: int
-    n_rounds: int
-
-    @property
-    def n_levels(self) -> int:
-        return self.replica.shape[0]
-
-    @property
-    def n_chains(self) -> int:
-        """Number of independent systems (= number of β = 1 chains)."""
-        return self.replica.shape[1]
-
-
-@dataclass(frozen=True, slots=True)
-class ParallelTemperingInfo:
-    """Diagnostics of one step; never carried forward.
-
-    Attributes
-    ----------
-    swap_accepted : Tensor, shape (K − 1, n_chains), bool
-        Whether system ``i`` exchanged the states of levels ``(k, k+1)`` in this step's swap
-        round (the one following the previous step's sweep).
-    swap_attempted : Tensor, shape (K − 1,), bool
-        Whether pair ``(k, k+1)`` was proposed in this step (in every system).
-    round_trips : Tensor, shape (n_chains,), int64
-        Round trips completed in this step, per system.
-    flip_rate : Tensor, shape (K,), float64
-        Mean fraction of units changed by this step's sweep, per level (swaps excluded).
-    """
-
-    swap_accepted: Tensor
-    swap_attempted: Tensor
-    round_trips: Tensor
-    flip_rate: Tensor
-
-
-@dataclass(frozen=True, slots=True)
-class ParallelTemperingSummary:
-    """Diagnostics of a run (from :meth:`ParallelTempering.summarize`).
-
-    Attributes
-    ----------
-    betas : Tensor, shape (K,), float64
-        The ladder, ascending.
-    swap_acceptance : Tensor, shape (K − 1,), float64
-        Fraction of proposed exchanges of pair ``(k, k+1)`` that were accepted (NaN for a
-        pair never proposed).
-    swap_attempts : Tensor, shape (K − 1,), int64
-        Exchanges proposed per pair, summed over systems.
-    round_trips : Tensor, shape (n_chains,), int64
-        Round trips (bottom → top → bottom) completed in each system during the steps,
-        summed over its K replicas.
-    total_round_trips : int
-    flip_rate : float
-        Mean fraction of units changed per sweep, over steps, levels and chains.
-    flip_rate_per_level : Tensor, shape (K,), float64
-    n_steps : int
-    """
-
-    betas: Tensor
-    swap_acceptance: Tensor
-    swap_attempts: Tensor
-    round_trips: Tensor
-    total_round_trips: int
-    flip_rate: float
-    flip_rate_per_level: Tensor
-    n_steps: int
-
-
-def _log_f_change(terms: MarginalTerms, beta_from: Tensor, beta_to: Tensor) -> Tensor:
-    """``log f_{β_to}(x) − log f_{β_from}(x)`` in the summed-out form; float64, shape ``(n,)``.
-
-    The same quantity as two :func:`~boltzlab.models.base.log_f_marginal` calls, with the
-    softplus evaluated in the pre-activations' dtype (the model's: float64 models stay exact
-    in float64; float32 models get the precision of their own sweep's logits at a third of
-    the cost) and every sum accumulated in float64.
-    """
-    pre = terms.preactivation
-    change = (beta_to - beta_from) * (terms.linear - terms.base)
-    high = softplus(pre * beta_to.to(pre.dtype)[:, None]).sum(1, dtype=torch.float64)
-    low = softplus(pre * beta_from.to(pre.dtype)[:, None]).sum(1, dtype=torch.float64)
-    return change + (high - low)
-
-
-def _select_terms(terms: MarginalTerms, rows: Tensor) -> MarginalTerms:
-    return MarginalTerms(
-        base=terms.base[rows], linear=terms.linear[rows], preactivation=terms.preactivation[rows]
-    )
 
 
 class ParallelTempering:
@@ -292,8 +176,8 @@ class ParallelTempering:
         chains = start.with_beta(self._slot_betas(model, n_chains))
         device = model.device
         replica = torch.arange(n_levels, device=device)[:, None].expand(n_levels, n_chains).clone()
-        direction = torch.full((n_levels, n_chains), _UNLABELLED, dtype=torch.int8, device=device)
-        direction[0] = _UP
+        direction = torch.full((n_levels, n_chains), UNLABELLED, dtype=torch.int8, device=device)
+        direction[0] = UP
         zeros = torch.zeros(n_levels - 1, dtype=torch.int64, device=device)
         return ParallelTemperingState(
             chains=chains,
@@ -491,9 +375,9 @@ class ParallelTempering:
             beta_lower = level_beta[lower].repeat_interleave(n_chains)
             beta_upper = level_beta[lower + 1].repeat_interleave(n_chains)
             # log A = [log f_{β_{k+1}}(x_k) − log f_{β_k}(x_k)] + [log f_{β_k}(x_{k+1}) − log f_{β_{k+1}}(x_{k+1})]
-            log_ratio = _log_f_change(
-                _select_terms(terms, rows_lower), beta_lower, beta_upper
-            ) + _log_f_change(_select_terms(terms, rows_upper), beta_upper, beta_lower)
+            log_ratio = log_f_change(select_terms(terms, rows_lower), beta_lower, beta_upper) + log_f_change(
+                select_terms(terms, rows_upper), beta_upper, beta_lower
+            )
             accept = metropolis_accept(log_ratio, generator=generator).view(len(group), n_chains)
             old_lower, old_upper = source[lower], source[lower + 1]
             source = source.clone()
@@ -503,7 +387,7 @@ class ParallelTempering:
         order = source.reshape(-1)
         moved = order != torch.arange(order.numel(), device=device)
         permuted = Chains(layers=tuple(layer[order] for layer in chains.layers), beta=chains.beta)
-        terms = _select_terms(terms, order)
+        terms = select_terms(terms, order)
         redrawn = redraw_summed_layers(model, permuted, terms, generator=generator)
         summed = set(model.update_groups[0])
         layers = tuple(
@@ -517,9 +401,9 @@ class ParallelTempering:
         """Relabel replicas at the ends of the ladder; returns (direction, round trips completed)."""
         direction = direction.clone()
         bottom, top = direction[0], direction[-1]
-        completed = (bottom == _DOWN).to(torch.int64)
-        direction[0] = torch.full_like(bottom, _UP)
-        direction[-1] = torch.where(top == _UP, torch.full_like(top, _DOWN), top)
+        completed = (bottom == DOWN).to(torch.int64)
+        direction[0] = torch.full_like(bottom, UP)
+        direction[-1] = torch.where(top == UP, torch.full_like(top, DOWN), top)
         return direction, completed
 
     @staticmethod

@@ -10,12 +10,10 @@ exchange states with the Metropolis rule on the hidden-summed densities
     log A = log f_k(x_{k+1}) + log f_{k+1}(x_k) − log f_k(x_k) − log f_{k+1}(x_{k+1}),
     log f_θ(v) = b·v + Σ_j softplus(c_j + (v W)_j),
 
-so the product ``Π_k p_{θ_k}`` is invariant and the last replicas sample the model. Early
-snapshots mix between modes that form along training, where temperature ladders may cross a
-first-order-like transition; swaps need overlapping neighbours, though: between the 19
-snapshots the hard-model benchmark saves for a 10,000-update PCD run, late neighbours swap
-with probability 0.001, so denser snapshots or interpolated levels (fractional positions) are
-needed there.
+so the product ``Π_k p_{θ_k}`` is invariant and the last replicas sample the model
+(docs/algorithms.md §4.6). Swaps need overlapping neighbours: late in a constant-rate PCD
+run consecutive snapshots barely overlap (acceptance 0.001 between snapshots 1,000 updates
+apart), and the verdict of ``bl.sample`` then reports too few round trips.
 
 As in :mod:`boltzlab.tempering.parallel`: the swap round due after a sweep is performed at the
 start of the next step and its summed-out pieces give that step's sweep its hidden
@@ -41,7 +39,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -53,10 +50,19 @@ from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, log_f_marginal
 from boltzlab.models.rbm import RBM
-from boltzlab.models.trajectory import Trajectory, as_trajectory
+from boltzlab.models.trajectory import Trajectory
+from boltzlab.models.trajectory_files import as_trajectory
 from boltzlab.operators.base import Operator
 from boltzlab.operators.base import resolve as resolve_operator
 from boltzlab.tempering.base import metropolis_accept, redraw_summed_layers
+from boltzlab.tempering.ptt_state import (
+    LevelSelection,
+    TrajectoryTemperingInfo,
+    TrajectoryTemperingState,
+    TrajectoryTemperingSummary,
+    state_from_tensors,
+    state_tensors,
+)
 from boltzlab.tempering.registry import register_scheme
 from boltzlab.validation import check_positive_int, check_probability
 
@@ -71,121 +77,6 @@ __all__ = [
 PAIR_SCHEDULES = ("alternating", "all")
 LEVEL_CHOICES = ("all", "acceptance")
 _UNLABELLED, _UP, _DOWN = 0, 1, 2
-
-
-@dataclass(frozen=True, slots=True)
-class TrajectoryTemperingState:
-    """State of ``n_chains`` independent PTT systems of ``K`` levels each.
-
-    Attributes
-    ----------
-    chains : Chains
-        ``K·n_chains`` replicas, level-major (slot ``k·n_chains + i`` is level ``k`` of system
-        ``i``), all at β = 1.
-    positions : Tensor, shape (K,), float64, on the CPU
-        Trajectory position of every level, ascending from 0 (the anchor). The last level is
-        the model given to :meth:`TrajectoryTempering.step`: its entry is the last point's
-        position when the trajectory ends at the model, NaN when the model was appended.
-    replica, direction, round_trips, swap_accepted, swap_attempted, n_steps, n_rounds
-        As in :class:`~boltzlab.tempering.parallel.ParallelTemperingState`.
-    """
-
-    chains: Chains
-    positions: Tensor
-    replica: Tensor
-    direction: Tensor
-    round_trips: Tensor
-    swap_accepted: Tensor
-    swap_attempted: Tensor
-    n_steps: int
-    n_rounds: int
-
-    @property
-    def n_levels(self) -> int:
-        return self.replica.shape[0]
-
-    @property
-    def n_chains(self) -> int:
-        return self.replica.shape[1]
-
-
-@dataclass(frozen=True, slots=True)
-class TrajectoryTemperingInfo:
-    """Diagnostics of one step; never carried forward.
-
-    Attributes
-    ----------
-    swap_accepted : Tensor, shape (K − 1, n_chains), bool
-    swap_attempted : Tensor, shape (K − 1,), bool
-    round_trips : Tensor, shape (n_chains,), int64
-        Round trips (anchor → model → anchor) completed in this step, per system.
-    flip_rate : Tensor, shape (K,), float64
-        Mean fraction of units changed by this step's sweep, per level.
-    """
-
-    swap_accepted: Tensor
-    swap_attempted: Tensor
-    round_trips: Tensor
-    flip_rate: Tensor
-
-
-@dataclass(frozen=True, slots=True)
-class LevelSelection:
-    """How ``levels="acceptance"`` chose its levels (the pilot's findings).
-
-    Attributes
-    ----------
-    candidates : Tensor, shape (C,), float64
-        Positions considered (every trajectory point; the model is the last candidate).
-    kept : Tensor, shape (K,), int64
-        Indices into ``candidates`` of the levels kept, the model's last.
-    acceptance : Tensor, shape (K − 1,), float64
-        Pilot estimate of the exchange acceptance between consecutive kept levels.
-    min_acceptance : float
-    cost_sweeps : int
-        Single-chain sweeps the pilot spent.
-    """
-
-    candidates: Tensor
-    kept: Tensor
-    acceptance: Tensor
-    min_acceptance: float
-    cost_sweeps: int
-
-
-@dataclass(frozen=True, slots=True)
-class TrajectoryTemperingSummary:
-    """Diagnostics of a run (from :meth:`TrajectoryTempering.summarize`).
-
-    Attributes
-    ----------
-    positions : Tensor, shape (K,), float64
-        Trajectory position of each level; the last is NaN when the model is not a point of
-        the trajectory (it was appended).
-    updates : Tensor, shape (K,), float64
-        Training update of each level (interpolated for fractional positions; ``nan`` for an
-        appended model).
-    swap_acceptance : Tensor, shape (K − 1,), float64
-        Accepted / proposed exchanges per neighbour pair (NaN for a pair never proposed).
-    swap_attempts : Tensor, shape (K − 1,), int64
-    round_trips : Tensor, shape (n_chains,), int64
-    total_round_trips : int
-    flip_rate : float
-    flip_rate_per_level : Tensor, shape (K,), float64
-    n_steps : int
-    selection : LevelSelection or None
-    """
-
-    positions: Tensor
-    updates: Tensor
-    swap_acceptance: Tensor
-    swap_attempts: Tensor
-    round_trips: Tensor
-    total_round_trips: int
-    flip_rate: float
-    flip_rate_per_level: Tensor
-    n_steps: int
-    selection: LevelSelection | None
 
 
 def _log_f(terms: MarginalTerms) -> Tensor:
@@ -204,43 +95,44 @@ def _where_terms(accept: Tensor, new: MarginalTerms, old: MarginalTerms) -> Marg
 class TrajectoryTempering:
     """Parallel tempering across the snapshots of a training trajectory (module docstring).
 
-    Parameters
-    ----------
-    operator : Operator
-        Run at every level with that level's parameters.
-    trajectory : Trajectory, str, Path, or sequence of RBMs or paths
-        The model's training trajectory, in any form
-        :func:`~boltzlab.models.trajectory.as_trajectory` reads (a ``trajectory.safetensors``
-        file or run directory, a directory of model files, the snapshot models).
-    levels : {"all", "acceptance"} or sequence of float, default "all"
-        Trajectory points to use as levels below the model (see the module docstring);
-        explicit positions must start at 0 and ascend within ``[0, n_points − 1]``.
-    min_acceptance : float in [0, 1], default 0.3
-        Threshold of ``levels="acceptance"``.
-    pilot_chains : int, default 64
-    pilot_steps : int, default 100
-        Size of the pilot run of ``levels="acceptance"`` (steps over all points).
-    swap_every : int, default 1
-    pairs : {"alternating", "all"}, default "alternating"
+        Parameters
+        ----------
+        operator : Operator
+            Run at every level with that level's parameters.
+        trajectory : Trajectory, str, Path, or sequence of RBMs or paths
+            The model's training trajectory, in any form
+            :func:`~boltzlab.models.trajectory.as_trajectory` reads (a ``trajectory.safetensors``
+            file or run directory, a directory of model files, the snapshot models).
+        levels : {"all", "acceptance"} or sequence of float, default "all"
+            Trajectory points to use as levels below the model (see the module docstring);
+            explicit positions must start at 0 and ascend within ``[0, n_points − 1]``.
+        min_acceptance : float in [0, 1], default 0.3
+            Threshold of ``levels="acceptance"``.
+        pilot_chains : int, default 64
+        pilot_steps : int, default 100
+            Size of the pilot run of ``levels="acceptance"`` (steps over all points).
+        swap_every : int, default 1
+        pairs : {"alternating", "all"}, default "alternating"
 
-    Notes
-    -----
-    One step sweeps all ``K·n_chains`` replicas (``K`` sweeps of ``n_chains`` chains). A swap
-    round costs two extra matrix products per proposed pair (each state's density under its
-    neighbour's parameters); its own-level pieces are reused by the sweep.
+        Notes
+        -----
+        One step sweeps all ``K·n_chains`` replicas (``K`` sweeps of ``n_chains`` chains). A swap
+        round costs two extra matrix products per proposed pair (each state's density under its
+        neighbour's parameters); its own-level pieces are reused by the sweep.
 
-    Examples
-    --------
-    >>> import torch, boltzlab as bl
-    >>> from boltzlab.models.trajectory import Trajectory, as_trajectory
-    >>> from boltzlab.tempering.ptt import TrajectoryTempering
-    >>> model = bl.RBM(n_visible=7, n_hidden=3, generator=0, weight_std=1.0)
-    >>> path = Trajectory.from_models([bl.RBM(weights=s * model.weights.detach()) for s in (0.3, 0.6)])
-    >>> scheme = TrajectoryTempering(bl.operators.get("gibbs"), path)
-    >>> state = scheme.init(model, 13, generator=bl.rng.make_generator(0))
-    >>> state, info = scheme.step(model, state, generator=bl.rng.make_generator(1))
-    >>> state.n_levels, tuple(scheme.samples(state).visible.shape)
-    (4, (13, 7))
+        Examples
+        --------
+        >>> import torch, boltzlab as bl
+        >>> from boltzlab.models.trajectory import Trajectory
+    from boltzlab.models.trajectory_files import as_trajectory
+        >>> from boltzlab.tempering.ptt import TrajectoryTempering
+        >>> model = bl.RBM(n_visible=7, n_hidden=3, generator=0, weight_std=1.0)
+        >>> path = Trajectory.from_models([bl.RBM(weights=s * model.weights.detach()) for s in (0.3, 0.6)])
+        >>> scheme = TrajectoryTempering(bl.operators.get("gibbs"), path)
+        >>> state = scheme.init(model, 13, generator=bl.rng.make_generator(0))
+        >>> state, info = scheme.step(model, state, generator=bl.rng.make_generator(1))
+        >>> state.n_levels, tuple(scheme.samples(state).visible.shape)
+        (4, (13, 7))
     """
 
     name = "ptt"
@@ -287,10 +179,8 @@ class TrajectoryTempering:
 
     def __repr__(self) -> str:
         levels = self.levels if isinstance(self.levels, str) else f"{len(self.levels)} positions"
-        return (
-            f"TrajectoryTempering(operator={self.operator!r}, trajectory={self.trajectory!r}, "
-            f"levels={levels!r}, swap_every={self.swap_every}, pairs={self.pairs!r})"
-        )
+        parts = f"levels={levels!r}, swap_every={self.swap_every}, pairs={self.pairs!r}"
+        return f"TrajectoryTempering(operator={self.operator!r}, trajectory={self.trajectory!r}, {parts})"
 
     # ------------------------------------------------------------------ contract
     def init(self, model: RBM, n_chains: int, *, generator: torch.Generator) -> TrajectoryTemperingState:
@@ -416,69 +306,14 @@ class TrajectoryTempering:
 
     def state_tensors(self, state: TrajectoryTemperingState) -> dict[str, Tensor]:
         """Every tensor of ``state`` (copies), for safetensors checkpoints."""
-        tensors = {f"layer.{index}": layer.clone() for index, layer in enumerate(state.chains.layers)}
-        tensors.update(
-            beta=state.chains.beta.clone(),
-            positions=state.positions.clone(),
-            replica=state.replica.clone(),
-            direction=state.direction.clone(),
-            round_trips=state.round_trips.clone(),
-            swap_accepted=state.swap_accepted.clone(),
-            swap_attempted=state.swap_attempted.clone(),
-            n_steps=torch.tensor(state.n_steps, dtype=torch.int64),
-            n_rounds=torch.tensor(state.n_rounds, dtype=torch.int64),
-        )
-        return tensors
+        return state_tensors(state)
 
     def state_from_tensors(self, model: RBM, tensors: dict[str, Tensor]) -> TrajectoryTemperingState:
         """The state saved by :meth:`state_tensors`, on the model's device and dtype.
 
         Raises :class:`ValidationError` when the tensors do not fit this trajectory or model.
         """
-        self.trajectory.check_model(model)
-        required = ["layer.0", "layer.1", "beta", "positions", "replica", "direction", "round_trips"]
-        required += ["swap_accepted", "swap_attempted", "n_steps", "n_rounds"]
-        missing = [key for key in required if key not in tensors]
-        if missing:
-            raise ValidationError(f"tensors lack the trajectory-tempering entries {missing}")
-        positions = tensors["positions"].to(device="cpu", dtype=torch.float64)
-        below = positions[:-1]
-        if (
-            positions.dim() != 1
-            or positions.numel() < 2
-            or not bool(torch.isfinite(below).all())
-            or float(below.max()) > self.trajectory.n_points - 1
-        ):
-            raise ValidationError(
-                f"the saved levels {positions.tolist()[:8]} do not fit this trajectory of "
-                f"{self.trajectory.n_points} points"
-            )
-        device, dtype = model.device, model.dtype
-        replica = tensors["replica"].to(device=device, dtype=torch.int64)
-        n_levels = positions.numel()
-        if replica.dim() != 2 or replica.shape[0] != n_levels:
-            raise ValidationError(
-                f"the saved replica table has shape {tuple(replica.shape)}, expected ({n_levels}, n)"
-            )
-        n_chains = replica.shape[1]
-        layers = tuple(tensors[f"layer.{index}"].to(device=device, dtype=dtype) for index in range(2))
-        for index, (layer, size) in enumerate(zip(layers, model.layer_sizes, strict=True)):
-            if tuple(layer.shape) != (n_levels * n_chains, size):
-                raise ValidationError(
-                    f"saved layer {index} has shape {tuple(layer.shape)}, "
-                    f"expected ({n_levels * n_chains}, {size})"
-                )
-        return TrajectoryTemperingState(
-            chains=Chains(layers=layers, beta=tensors["beta"].to(device=device, dtype=dtype)),
-            positions=positions,
-            replica=replica,
-            direction=tensors["direction"].to(device=device, dtype=torch.int8),
-            round_trips=tensors["round_trips"].to(device=device, dtype=torch.int64),
-            swap_accepted=tensors["swap_accepted"].to(device=device, dtype=torch.int64),
-            swap_attempted=tensors["swap_attempted"].to(device=device, dtype=torch.int64),
-            n_steps=int(tensors["n_steps"]),
-            n_rounds=int(tensors["n_rounds"]),
-        )
+        return state_from_tensors(self.trajectory, model, tensors)
 
     # ------------------------------------------------------------------ levels
     def _candidates(self, model: RBM) -> list[float]:
@@ -659,7 +494,5 @@ def trajectory_tempering(operator: Operator, **options: Any) -> TrajectoryTemper
     """``sample(model, sampler="ptt", trajectory=..., levels=..., min_acceptance=..., swap_every=...,
     pairs=...)``."""
     if "trajectory" not in options:
-        raise ValidationError(
-            "sampler 'ptt' needs trajectory= (a Trajectory, a trajectory.safetensors file or a run directory)"
-        )
+        raise ValidationError("sampler 'ptt' needs trajectory= (a Trajectory, its file or a run directory)")
     return TrajectoryTempering(operator, **options)

@@ -1,4 +1,4 @@
-"""Simulated tempering with fixed log-weights, and the level moves that adaptive ST and CAST share.
+"""Simulated tempering with fixed log-weights, the scheme adaptive ST and CAST build on.
 
 Simulated tempering (Marinari & Parisi 1992; Geyer & Thompson 1995; docs/algorithms.md §2.3)
 gives every chain a temperature index ``k`` and samples the joint target
@@ -56,11 +56,15 @@ How the refresh is done matters:
   ``p_1`` on the tiny multimodal RBMs of ``tests/tempering/test_simulated.py``.
 
 The exact variable-size set of chains now at β = 1 is :meth:`SimulatedTempering.chains_at_target`.
+
+The level moves live in :mod:`boltzlab.tempering.level_moves`, the per-step infos and run
+summaries in :mod:`boltzlab.tempering.level_summary`. ``bl.sample(model, sampler="st")`` runs
+this scheme with weights adapted on a placed ladder and then frozen
+(:mod:`boltzlab.tempering.adaptation`) unless it is given ``log_weights``.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -69,32 +73,33 @@ import torch
 from torch import Tensor
 
 from boltzlab import operators as operator_registry
-from boltzlab.chains import Chains
+from boltzlab.chains import Chains, chains_from_tensors, chains_to_tensors
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, TemperedModel, log_f_marginal, log_f_marginal_all
 from boltzlab.operators.base import Operator
 from boltzlab.operators.base import resolve as resolve_operator
 from boltzlab.rng import resolve_generator
 from boltzlab.tempering import ladders
-from boltzlab.tempering.base import metropolis_accept, redraw_summed_layers
+from boltzlab.tempering.base import check_choice, metropolis_accept, redraw_summed_layers, select_terms
 from boltzlab.tempering.ladders import Ladder
+from boltzlab.tempering.level_moves import log_proposal_ratio, propose_neighbours, sample_categorical
+from boltzlab.tempering.level_summary import (
+    SimulatedTemperingInfo,
+    SimulatedTemperingSummary,
+    summarize_levels,
+)
 from boltzlab.tempering.registry import register_scheme
 from boltzlab.validation import check_positive_int
 
+# The scheme's result types live in level_summary.py (shared with AST and CAST) and are
+# re-exported here because they are what ``SimulatedTempering`` returns.
 __all__ = [
+    "LEVEL_MOVES",
+    "TARGET_REFRESHES",
     "SimulatedTempering",
     "SimulatedTemperingInfo",
     "SimulatedTemperingState",
     "SimulatedTemperingSummary",
-    "check_choice",
-    "layers_from_tensors",
-    "layers_to_tensors",
-    "log_proposal_ratio",
-    "propose_neighbours",
-    "round_trips",
-    "sample_categorical",
-    "select_terms",
-    "summarize_levels",
 ]
 
 LEVEL_MOVES = ("metropolis", "gibbs")
@@ -129,62 +134,6 @@ class SimulatedTemperingState:
     last_target: Chains
     visits: Tensor
     n_steps: int
-
-
-@dataclass(frozen=True, slots=True)
-class SimulatedTemperingInfo:
-    """Per-step diagnostics of the level move (never carried forward).
-
-    Attributes
-    ----------
-    previous_levels, proposed_levels, levels : Tensor, shape (n_chains,), int64
-        Levels before the move, proposed (for ``"gibbs"`` the level drawn), and after it.
-    accepted : Tensor, shape (n_chains,), bool
-        Metropolis: whether the proposal was accepted. Gibbs: whether the level changed
-        (a Gibbs draw is always accepted).
-    """
-
-    previous_levels: Tensor
-    proposed_levels: Tensor
-    levels: Tensor
-    accepted: Tensor
-
-
-@dataclass(frozen=True)
-class SimulatedTemperingSummary:
-    """Diagnostics of a simulated-tempering run.
-
-    Attributes
-    ----------
-    betas : Tensor, shape (K,), float64
-        The ladder (ascending, target last).
-    level_move : str
-    visits : Tensor, shape (K,), int64
-        Chain-steps spent at each level over the run (after each level move).
-    occupancy : Tensor, shape (K,), float64
-        ``visits`` as fractions; uniform when the log-weights equal ``log Z_k``.
-    trajectories : Tensor, shape (n_steps, n_chains), int64
-        Level of every chain after every step (the temperature trajectories).
-    acceptance_rate : float
-        Fraction of level moves accepted (Gibbs moves: fraction that changed level).
-    pair_acceptance : Tensor, shape (K − 1,), float64
-        Metropolis acceptance of proposals between levels ``k`` and ``k + 1`` (either
-        direction); NaN where none was proposed, and for Gibbs level moves.
-    round_trips : Tensor, shape (n_chains,), int64
-        Completed bottom → top → bottom (or top → bottom → top) trips of each chain.
-    log_weights : Tensor, shape (K,) or (n_chains, K), float64
-        Log-weights at the end of the run (relative to the target level).
-    """
-
-    betas: Tensor
-    level_move: str
-    visits: Tensor
-    occupancy: Tensor
-    trajectories: Tensor
-    acceptance_rate: float
-    pair_acceptance: Tensor
-    round_trips: Tensor
-    log_weights: Tensor
 
 
 class SimulatedTempering:
@@ -427,8 +376,9 @@ class SimulatedTempering:
     # ------------------------------------------------------------------ checkpoints
     def state_tensors(self, state: SimulatedTemperingState) -> dict[str, Tensor]:
         """Named tensors that rebuild ``state`` bit for bit (safetensors-ready copies)."""
-        tensors = layers_to_tensors(state.chains, "chains")
-        tensors.update(layers_to_tensors(state.last_target, "last_target"))
+        # β is rebuilt from the levels (chains) or is 1 (the stored states): not saved.
+        tensors = chains_to_tensors(state.chains, "chains", with_beta=False)
+        tensors.update(chains_to_tensors(state.last_target, "last_target", with_beta=False))
         tensors["levels"] = state.levels.clone()
         tensors["log_weights"] = state.log_weights.clone()
         tensors["visits"] = state.visits.clone()
@@ -443,8 +393,8 @@ class SimulatedTempering:
             if key not in tensors:
                 raise ValidationError(f"tensors has no {key!r}: not a {self.name} state")
         levels = tensors["levels"].to(device=device, dtype=torch.int64)
-        chains = layers_from_tensors(tensors, "chains", model=model)
-        last_target = layers_from_tensors(tensors, "last_target", model=model)
+        chains = _chains_from_tensors(tensors, "chains", model)
+        last_target = _chains_from_tensors(tensors, "last_target", model)
         n_chains = chains.n_chains
         if levels.shape != (n_chains,) or last_target.n_chains != n_chains:
             raise ValidationError(
@@ -473,146 +423,16 @@ class SimulatedTempering:
 
 @register_scheme("st")
 def simulated_tempering(operator: Operator, **options: Any) -> SimulatedTempering:
-    """Factory behind ``bl.sample(model, sampler="st", operator=..., **options)``."""
+    """Factory behind ``bl.sample(model, sampler="st", ...)`` when it does not adapt first
+    (``log_weights`` given, or ``adapt=False``) and behind ``sampling.make_scheme("st")``."""
     return SimulatedTempering(operator, **options)
 
 
-# ---------------------------------------------------------------------- level-move kernels
-def propose_neighbours(levels: Tensor, n_levels: int, *, generator: torch.Generator) -> Tensor:
-    """``k ± 1`` with probability ½ each; the only neighbour at the two ends. int64, shape (n,).
-
-    One uniform is drawn per chain, also at the ends, so the random stream does not depend on
-    where the chains are.
-    """
-    uniform = torch.rand(levels.shape, generator=generator, dtype=torch.float64, device=levels.device)
-    step = torch.where(uniform < 0.5, -1, 1)
-    step = torch.where(levels == 0, 1, step)
-    step = torch.where(levels == n_levels - 1, -1, step)
-    return levels + step
-
-
-def log_proposal_ratio(levels: Tensor, proposed: Tensor, n_levels: int) -> Tensor:
-    """``log q(k | k') − log q(k' | k)`` of the neighbour proposal; float64, shape (n,).
-
-    ``q(· | j) = 1`` from an end level (one neighbour) and ½ inside, so the ratio is 2 when
-    the move leaves an end for an inner level, ½ when it enters an end from an inner level,
-    and 1 otherwise (docs/algorithms.md §2.3 pitfall).
-    """
-
-    def log_q_from(level: Tensor) -> Tensor:
-        inner = (level > 0) & (level < n_levels - 1)
-        return inner.to(torch.float64) * -math.log(2.0)
-
-    return log_q_from(proposed) - log_q_from(levels)
-
-
-def sample_categorical(log_probabilities: Tensor, *, generator: torch.Generator) -> Tensor:
-    """One draw per row of unnormalised log-probabilities ``(n, K)`` by inverse CDF; int64 (n,)."""
-    probabilities = torch.softmax(log_probabilities.to(torch.float64), dim=1)
-    cumulative = probabilities.cumsum(1)
-    uniform = torch.rand(
-        (log_probabilities.shape[0], 1), generator=generator, dtype=torch.float64, device=cumulative.device
+def _chains_from_tensors(tensors: dict[str, Tensor], prefix: str, model: TemperedModel) -> Chains:
+    """Chains saved without β, at β = 1, checked against the model's layer sizes."""
+    return chains_from_tensors(
+        tensors, prefix, dtype=model.dtype, device=model.device, layer_sizes=model.layer_sizes, beta=1.0
     )
-    # Round-off can leave the last cumulative value just below 1; clamp to the last level.
-    return (cumulative < uniform).sum(1).clamp_max(log_probabilities.shape[1] - 1)
-
-
-def select_terms(terms: MarginalTerms, index: Tensor | slice) -> MarginalTerms:
-    """The rows ``index`` of summed-out terms."""
-    return MarginalTerms(
-        base=terms.base[index], linear=terms.linear[index], preactivation=terms.preactivation[index]
-    )
-
-
-# ---------------------------------------------------------------------- summaries
-def round_trips(trajectories: Tensor, n_levels: int) -> Tensor:
-    """Completed round trips between the end levels per chain; int64, shape (n_chains,).
-
-    ``trajectories`` has shape ``(n_steps, n_chains)``. A one-way trip ends when a chain reaches
-    the end level opposite to the last end it visited; two one-way trips are a round trip.
-    """
-    if trajectories.numel() == 0:
-        return torch.zeros(trajectories.shape[1], dtype=torch.int64, device=trajectories.device)
-    ends = torch.full_like(trajectories, -1)
-    ends = torch.where(trajectories == 0, 0, ends)
-    ends = torch.where(trajectories == n_levels - 1, 1, ends)
-    valid = ends >= 0
-    time = torch.arange(trajectories.shape[0], device=trajectories.device)[:, None]
-    last_valid = torch.where(valid, time, -1).cummax(0).values
-    previous = torch.cat([torch.full_like(last_valid[:1], -1), last_valid[:-1]])
-    previous_end = ends.gather(0, previous.clamp_min(0))
-    one_way = (valid & (previous >= 0) & (previous_end != ends)).sum(0)
-    return one_way // 2
-
-
-def summarize_levels(
-    step_infos: list[SimulatedTemperingInfo],
-    log_weights: Tensor,
-    *,
-    betas: Tensor,
-    level_move: str,
-    device: torch.device,
-) -> SimulatedTemperingSummary:
-    """:class:`SimulatedTemperingSummary` of level-move infos (shared by ST, AST and CAST)."""
-    n_levels = betas.numel()
-    if step_infos:
-        trajectories = torch.stack([info.levels for info in step_infos])
-        start = step_infos[0].previous_levels[None, :]
-        previous = torch.stack([info.previous_levels for info in step_infos])
-        proposed = torch.stack([info.proposed_levels for info in step_infos])
-        accepted = torch.stack([info.accepted for info in step_infos])
-    else:
-        trajectories = previous = proposed = torch.empty((0, 0), dtype=torch.int64, device=device)
-        start = trajectories
-        accepted = torch.empty((0, 0), dtype=torch.bool, device=device)
-    visits = torch.bincount(trajectories.flatten(), minlength=n_levels)
-    total = visits.sum().clamp_min(1)
-    acceptance = float(accepted.to(torch.float64).mean()) if accepted.numel() else math.nan
-    pair_acceptance = torch.full((max(n_levels - 1, 0),), math.nan, dtype=torch.float64, device=device)
-    if level_move == "metropolis" and accepted.numel():
-        pair = torch.minimum(previous, proposed).flatten()
-        proposals = torch.bincount(pair, minlength=n_levels - 1).to(torch.float64)
-        accepts = torch.bincount(pair, weights=accepted.flatten().to(torch.float64), minlength=n_levels - 1)
-        pair_acceptance = torch.where(proposals > 0, accepts / proposals.clamp_min(1.0), math.nan)
-    with_start = torch.cat([start, trajectories]) if step_infos else trajectories
-    return SimulatedTemperingSummary(
-        betas=betas.clone(),
-        level_move=level_move,
-        visits=visits,
-        occupancy=visits.to(torch.float64) / total.to(torch.float64),
-        trajectories=trajectories,
-        acceptance_rate=acceptance,
-        pair_acceptance=pair_acceptance,
-        round_trips=round_trips(with_start, n_levels),
-        log_weights=log_weights.clone(),
-    )
-
-
-# ---------------------------------------------------------------------- checkpoints
-def layers_to_tensors(chains: Chains, prefix: str) -> dict[str, Tensor]:
-    """``{prefix.layer0: …}``: contiguous copies of the layers (β is rebuilt from the levels)."""
-    return {f"{prefix}.layer{index}": layer.contiguous().clone() for index, layer in enumerate(chains.layers)}
-
-
-def layers_from_tensors(tensors: dict[str, Tensor], prefix: str, *, model: TemperedModel) -> Chains:
-    """Inverse of :func:`layers_to_tensors`, at β = 1, on ``model``'s device and dtype."""
-    layers = []
-    while f"{prefix}.layer{len(layers)}" in tensors:
-        layers.append(tensors[f"{prefix}.layer{len(layers)}"].to(device=model.device, dtype=model.dtype))
-    if len(layers) != len(model.layer_sizes):
-        raise ValidationError(
-            f"tensors hold {len(layers)} layers under {prefix!r}; the model has {len(model.layer_sizes)}"
-        )
-    for layer, size in zip(layers, model.layer_sizes, strict=True):
-        if layer.dim() != 2 or layer.shape[1] != size:
-            raise ValidationError(
-                f"a layer under {prefix!r} has shape {tuple(layer.shape)}; the model's layer has {size} units"
-            )
-    n_chains = layers[0].shape[0]
-    try:
-        return Chains(layers=tuple(layers), beta=torch.ones(n_chains, dtype=model.dtype, device=model.device))
-    except ValueError as error:
-        raise ValidationError(f"inconsistent layers under {prefix!r}: {error}") from None
 
 
 # ---------------------------------------------------------------------- validation
@@ -637,9 +457,3 @@ def _check_log_weights(log_weights: Sequence[float] | Tensor | None, n_levels: i
     if not bool(torch.isfinite(weights).all()):
         raise ValidationError("log_weights must be finite")
     return weights
-
-
-def check_choice(value: Any, choices: tuple[str, ...], name: str) -> str:
-    if not isinstance(value, str) or value.lower() not in choices:
-        raise ValidationError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
-    return value.lower()

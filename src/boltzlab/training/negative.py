@@ -20,7 +20,9 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
-from boltzlab.chains import Chains
+# The checkpoint form of chains lives with Chains (one format for phases and schemes alike);
+# re-exported here, where the phases have always imported it from.
+from boltzlab.chains import Chains, chains_from_tensors, chains_to_tensors
 from boltzlab.errors import ValidationError
 from boltzlab.operators.base import Operator
 from boltzlab.registry import Registry
@@ -119,29 +121,6 @@ class NegativePhaseBase:
 
     def metrics(self, state: Any) -> dict[str, float]:
         return {}
-
-
-def chains_to_tensors(chains: Chains, prefix: str = "chains") -> dict[str, Tensor]:
-    """``{prefix.layer0: ..., prefix.layer1: ..., prefix.beta: ...}`` for a checkpoint."""
-    tensors = {f"{prefix}.layer{index}": layer for index, layer in enumerate(chains.layers)}
-    tensors[f"{prefix}.beta"] = chains.beta
-    return tensors
-
-
-def chains_from_tensors(
-    tensors: dict[str, Tensor],
-    prefix: str = "chains",
-    *,
-    dtype: torch.dtype,
-    device: torch.device,
-) -> Chains:
-    """Inverse of :func:`chains_to_tensors`."""
-    layers = []
-    while f"{prefix}.layer{len(layers)}" in tensors:
-        layers.append(tensors[f"{prefix}.layer{len(layers)}"].to(device=device, dtype=dtype))
-    if not layers or f"{prefix}.beta" not in tensors:
-        raise ValidationError(f"checkpoint has no chains under {prefix!r}")
-    return Chains(layers=tuple(layers), beta=tensors[f"{prefix}.beta"].to(device=device, dtype=dtype))
 
 
 PhaseFactory = Callable[..., NegativePhase]

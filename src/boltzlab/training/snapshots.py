@@ -1,5 +1,8 @@
 """Recording the training trajectory: parameter snapshots at geometrically spaced updates.
 
+On by default: :func:`boltzlab.train` adds a recorder (``snapshots=64``) before its
+checkpointer and returns the result as ``TrainResult.trajectory`` (docs/algorithms.md §4.6).
+
 Trajectory AIS and parallel tempering across training snapshots (Béreux et al. 2024,
 "Fast, accurate training and sampling of Restricted Boltzmann Machines") anneal through
 the parameters a model visited while it learnt. Early updates change the model most per

@@ -154,6 +154,9 @@ class TrainResult:
         Whether a callback (e.g. early stopping) ended the run before ``n_updates``.
     run_dir : Path or None
         Where the run wrote files: the checkpoint directory, else the metrics file's directory.
+    trajectory : Trajectory or None
+        Parameter snapshots recorded along the run (an RBM trained with ``snapshots`` on),
+        for ``estimate_log_z(..., method="trajectory-ais", trajectory=...)``.
     """
 
     model: nn.Module
@@ -162,6 +165,7 @@ class TrainResult:
     final_chains: Chains | None
     stopped_early: bool
     run_dir: Path | None
+    trajectory: Any = None
 
 
 @dataclass(frozen=True)

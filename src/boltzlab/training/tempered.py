@@ -55,6 +55,7 @@ from boltzlab.training.negative import (
     NegativePhaseBase,
     register_phase,
 )
+from boltzlab.training.settings import setting_record
 from boltzlab.validation import check_positive_int
 
 __all__ = [
@@ -328,19 +329,6 @@ class SchemePhase(NegativePhaseBase):
         }
 
 
-def _setting(value: Any) -> Any:
-    """A JSON-able record of an option (for ``describe`` and checkpoint headers)."""
-    if isinstance(value, Ladder):
-        value = value.betas
-    if isinstance(value, Tensor):
-        return [float(item) for item in value.detach().flatten().tolist()]
-    if isinstance(value, (list, tuple)):
-        return [_setting(item) for item in value]
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return repr(value)  # e.g. a γ schedule function
-
-
 @register_phase("pt")
 def _make_pt(
     *,
@@ -357,7 +345,7 @@ def _make_pt(
     (``swap_every`` defaults to ``k``); ``n_levels`` uniform in [0, 1] unless ``ladder``."""
     swap_every = k if swap_every is None else swap_every
     scheme = ParallelTempering(operator, ladder, n_levels=n_levels, swap_every=swap_every, pairs=pairs)
-    settings = {"n_levels": scheme.n_levels, "ladder": _setting(ladder), "swap_every": swap_every}
+    settings = {"n_levels": scheme.n_levels, "ladder": setting_record(ladder), "swap_every": swap_every}
     return SchemePhase(
         name="pt",
         scheme=scheme,
@@ -382,7 +370,7 @@ def _make_cast(
     the CAST paper's. ``lag`` counts CAST steps, which are updates when ``k = 1``.
     """
     scheme = CAST(operator, **options)
-    settings = {key: _setting(value) for key, value in options.items()}
+    settings = {key: setting_record(value) for key, value in options.items()}
     return SchemePhase(
         name="cast",
         scheme=scheme,
@@ -424,7 +412,7 @@ def _make_trans_sap(
         metrics_horizon=metrics_horizon,
         settings={
             "n_levels": scheme.n_levels,
-            "ladder": _setting(ladder),
+            "ladder": setting_record(ladder),
             "target_sweeps": target_sweeps,
         },
     )

@@ -78,6 +78,8 @@ term dominates; ``density_dtype="float32"`` evaluates it in single precision, ab
 faster, with errors far below the Monte Carlo error.
 """
 
+# Over 500 lines because its one topic, the "rts" phase class, needs them: its pure parts live in
+# rts_influence.py, level_densities.py and tracking_state.py.
 from __future__ import annotations
 
 import math
@@ -102,16 +104,22 @@ from boltzlab.operators.base import resolve as resolve_operator
 from boltzlab.tempering import ladders
 from boltzlab.tempering.base import redraw_summed_layers
 from boltzlab.tempering.ladders import Ladder
-from boltzlab.tempering.simulated import sample_categorical
+from boltzlab.tempering.level_moves import sample_categorical
+from boltzlab.training.level_densities import single_precision_log_f_all
 from boltzlab.training.negative import NegativePhaseBase, register_phase
+from boltzlab.training.rts_influence import chain_influence, influence_variance
+from boltzlab.training.settings import setting_record
+from boltzlab.training.tracking_state import (
+    RTSTrackingState,
+    concatenate_chains,
+    tracking_state_from_tensors,
+    tracking_state_tensors,
+)
 from boltzlab.validation import check_nonnegative_int, check_positive_int
 
 __all__ = [
     "RTSTracking",
     "RTSTrackingState",
-    "chain_influence",
-    "influence_variance",
-    "single_precision_log_f_all",
 ]
 
 DENSITY_DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -119,51 +127,6 @@ SWEEP_CHOICES = ("all-sweeps", "last-sweep")
 TARGET_SAMPLES = SWEEP_CHOICES
 UPDATE_LEVELS = ("all", "target")
 DEFAULT_LEVELS = 100  # the paper's K
-# Work-space budget (elements of the (chains, K, units) softplus tensor) per chunk of chains.
-_CHUNK_ELEMENTS = 1 << 22
-
-
-@dataclass(frozen=True, slots=True)
-class RTSTrackingState:
-    """The state of the ``"rts"`` negative phase.
-
-    Attributes
-    ----------
-    chains : Chains
-        ``n_chains`` tempered chains; ``chains.beta`` is the β of each chain's level.
-    levels : Tensor, shape (n_chains,), int64
-        Level of each chain on the ladder (``K − 1`` is β = 1).
-    log_z_hat : Tensor, shape (K,), float64
-        The tracked ``log Ẑ_k`` (``log Ẑ_0 = 0``, the normalised base); ``log_z_hat[-1]``
-        estimates ``log Z`` of the model.
-    influence : Tensor, shape (n_chains, K), float64
-        Each chain's moving-average influence on ``log_z_hat`` (module docstring); the
-        variance of ``log_z_hat`` is their spread over chains divided by ``n_chains``.
-    log_c : Tensor, shape (K,), float64
-        Normalised ``log ĉ`` of the last update (or initial iteration).
-    log_prior : Tensor, shape (K,), float64
-        Normalised ``log r``.
-    target : Chains
-        The β = 1 states of the latest update that had any (a variable number), ``beta`` all 1:
-        the model term's samples.
-    n_updates : int
-        Updates made since ``init``.
-    n_reused : int
-        Updates that had no chain at β = 1 and reused older β = 1 states.
-    initial_stop_statistics : Tensor, shape (n_initial_iterations_run,), float64
-        ``max_k |ĉ_k/r_k − 1|`` after each initial iteration.
-    """
-
-    chains: Chains
-    levels: Tensor
-    log_z_hat: Tensor
-    influence: Tensor
-    log_c: Tensor
-    log_prior: Tensor
-    target: Chains
-    n_updates: int
-    n_reused: int
-    initial_stop_statistics: Tensor
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,56 +137,6 @@ class _SweepResult:
     levels: Tensor
     log_sums: Tensor | None
     target: list[Chains]
-
-
-def chain_influence(log_sums: Tensor) -> Tensor:
-    """Each chain's influence on ``log ĉ_k − log ĉ_0``; shape ``(n_chains, K)``, float64.
-
-    Parameters
-    ----------
-    log_sums : Tensor, shape (n_chains, K), float64
-        ``log Σ_t q(β_k | x_t)`` of each chain over the sweeps of one update.
-
-    With per-chain sums ``a_uk`` and ``ĉ_k = mean_u a_uk``, the first-order change of
-    ``log ĉ_k − log ĉ_0`` due to chain ``u`` is ``(a_uk/ĉ_k − a_u0/ĉ_0)/n``; returned without
-    the ``1/n``. Its mean over chains is 0, column 0 is 0.
-    """
-    n_chains = log_sums.shape[0]
-    scaled = torch.exp(log_sums - torch.logsumexp(log_sums, 0, keepdim=True)) * n_chains
-    return scaled - scaled[:, :1]
-
-
-def influence_variance(influence: Tensor) -> Tensor:
-    """Variance of the mean influence over independent chains; shape ``(K,)``, float64.
-
-    ``Σ_u (G_uk − Ḡ_k)²/(n(n − 1))`` (Carlson et al. 2016, App. B, with chains as units).
-    """
-    n_chains = influence.shape[0]
-    centred = influence - influence.mean(0, keepdim=True)
-    return centred.square().sum(0) / (n_chains * (n_chains - 1))
-
-
-def single_precision_log_f_all(terms: MarginalTerms, betas: Tensor) -> Tensor:
-    """``log f_{β_k}(x)`` at every level with the ``n·K·J`` softplus in float32; ``(n, K)``, float64.
-
-    The same function as :func:`~boltzlab.models.base.log_f_marginal_all`,
-    ``(1 − β)·base + β·linear + Σ_j softplus(β·a_j)``, with the softplus evaluated in place
-    (``logaddexp(βa, 0)``) and summed over units in float32, then widened: about 2.5 times
-    faster on a CPU than the float64 path, with errors of order 1e-4 nats for 500 units —
-    far below the Monte Carlo error of ``ĉ``. Chunked over chains to bound the work space.
-    """
-    betas32 = betas.to(device=terms.base.device, dtype=torch.float32)
-    zero = torch.zeros((), dtype=torch.float32, device=terms.base.device)
-    n_rows, n_units = terms.preactivation.shape
-    size = max(1, _CHUNK_ELEMENTS // max(1, betas.numel() * n_units))
-    parts = []
-    for start in range(0, n_rows, size):
-        scaled = terms.preactivation[start : start + size, None, :].to(torch.float32) * betas32[None, :, None]
-        torch.logaddexp(scaled, zero, out=scaled)
-        parts.append(scaled.sum(2).to(torch.float64))
-    summed = torch.cat(parts) if len(parts) > 1 else parts[0]
-    betas64 = betas.to(device=terms.base.device, dtype=torch.float64)
-    return (1.0 - betas64)[None, :] * terms.base[:, None] + betas64[None, :] * terms.linear[:, None] + summed
 
 
 class RTSTracking(NegativePhaseBase):
@@ -536,7 +449,7 @@ class RTSTracking(NegativePhaseBase):
         found = [chains for chains in swept.target if chains.n_chains > 0]
         n_reused = state.n_reused
         if found:
-            target = found[0] if len(found) == 1 else _concatenate(found)
+            target = found[0] if len(found) == 1 else concatenate_chains(found)
         else:  # no chain reached β = 1 during this update: reuse the latest β = 1 states
             target, n_reused = state.target, n_reused + 1
         log_z_hat, influence, log_c = state.log_z_hat, state.influence, state.log_c
@@ -590,65 +503,16 @@ class RTSTracking(NegativePhaseBase):
 
     # ------------------------------------------------------------------ checkpoints
     def state_tensors(self, state: RTSTrackingState) -> dict[str, Tensor]:
-        tensors = {
-            f"chains.layer{i}": layer.contiguous().clone() for i, layer in enumerate(state.chains.layers)
-        }
-        tensors.update(
-            {f"target.layer{i}": layer.contiguous().clone() for i, layer in enumerate(state.target.layers)}
-        )
-        tensors["levels"] = state.levels.clone()
-        tensors["log_z_hat"] = state.log_z_hat.clone()
-        tensors["influence"] = state.influence.clone()
-        tensors["log_c"] = state.log_c.clone()
-        tensors["counters"] = torch.tensor([state.n_updates, state.n_reused], dtype=torch.int64)
-        tensors["initial_stop_statistics"] = state.initial_stop_statistics.clone()
-        return tensors
+        return tracking_state_tensors(state)
 
     def state_from_tensors(self, model: Any, tensors: dict[str, Tensor]) -> RTSTrackingState:
-        required = ("levels", "log_z_hat", "influence", "log_c", "counters", "initial_stop_statistics")
-        missing = [name for name in required if name not in tensors]
-        if missing:
-            raise ValidationError(f"the checkpoint has no {', '.join(missing)}: not an 'rts' phase state")
-        device = model.device
         betas, betas64 = self.level_betas(model)
-        levels = tensors["levels"].to(device=device, dtype=torch.int64)
-        layers = _layers(tensors, "chains", model)
-        target_layers = _layers(tensors, "target", model)
-        n_chains = layers[0].shape[0]
-        if n_chains != self.n_chains or levels.shape != (n_chains,):
-            raise ValidationError(
-                f"the checkpoint holds {n_chains} tempered chains, this run asks for {self.n_chains}"
-            )
-        if not bool(((levels >= 0) & (levels < self.n_levels)).all()):
-            raise ValidationError(f"the checkpoint's levels do not fit a ladder of {self.n_levels} levels")
-        vectors = {}
-        for name in ("log_z_hat", "log_c"):
-            vectors[name] = tensors[name].to(device=device, dtype=torch.float64)
-            if vectors[name].shape != (self.n_levels,):
-                raise ValidationError(
-                    f"the checkpoint's {name} has shape {tuple(vectors[name].shape)}, expected ({self.n_levels},)"
-                )
-        influence = tensors["influence"].to(device=device, dtype=torch.float64)
-        if influence.shape != (self.n_chains, self.n_levels):
-            raise ValidationError(
-                f"the checkpoint's influence has shape {tuple(influence.shape)}, "
-                f"expected ({self.n_chains}, {self.n_levels})"
-            )
-        counters = tensors["counters"].reshape(-1)
-        target_size = target_layers[0].shape[0]
-        return RTSTrackingState(
-            chains=Chains(layers=layers, beta=betas[levels]),
-            levels=levels,
-            log_z_hat=vectors["log_z_hat"],
-            influence=influence,
-            log_c=vectors["log_c"],
-            log_prior=resolve_log_prior(self.prior, betas64.cpu()).to(device),
-            target=Chains(
-                layers=target_layers, beta=torch.ones(target_size, dtype=model.dtype, device=device)
-            ),
-            n_updates=int(counters[0]),
-            n_reused=int(counters[1]),
-            initial_stop_statistics=tensors["initial_stop_statistics"].to(torch.float64),
+        return tracking_state_from_tensors(
+            model,
+            tensors,
+            n_chains=self.n_chains,
+            betas=betas,
+            log_prior=resolve_log_prior(self.prior, betas64.cpu()).to(model.device),
         )
 
     def describe(self) -> dict[str, Any]:
@@ -658,7 +522,7 @@ class RTSTracking(NegativePhaseBase):
             "k": self.k,
             "n_chains": self.n_chains,
             "ladder": [float(beta) for beta in self.ladder.betas.tolist()],
-            "prior": _setting(self.prior),
+            "prior": setting_record(self.prior),
             "step_size": self.step_size,
             "initial_log_z": [float(value) for value in self.initial_log_z.tolist()],
             "n_initial_iterations": self.n_initial_iterations,
@@ -676,34 +540,3 @@ class RTSTracking(NegativePhaseBase):
 def _make_rts(*, operator: Operator, k: int, n_chains: int, **options: Any) -> RTSTracking:
     """``train(..., algorithm="rts", k=sweeps per update, n_chains=..., algorithm_params=options)``."""
     return RTSTracking(operator=operator, k=k, n_chains=n_chains, **options)
-
-
-def _concatenate(parts: list[Chains]) -> Chains:
-    layers = tuple(
-        torch.cat(layer_parts) for layer_parts in zip(*(part.layers for part in parts), strict=True)
-    )
-    return Chains(layers=layers, beta=torch.cat([part.beta for part in parts]))
-
-
-def _layers(tensors: dict[str, Tensor], prefix: str, model: Any) -> tuple[Tensor, ...]:
-    layers = []
-    while f"{prefix}.layer{len(layers)}" in tensors:
-        layers.append(tensors[f"{prefix}.layer{len(layers)}"].to(device=model.device, dtype=model.dtype))
-    if len(layers) != len(model.layer_sizes) or any(
-        layer.dim() != 2 or layer.shape[1] != size
-        for layer, size in zip(layers, model.layer_sizes, strict=True)
-    ):
-        raise ValidationError(
-            f"the checkpoint's {prefix!r} layers have shapes {[tuple(layer.shape) for layer in layers]}; "
-            f"the model's layers have {list(model.layer_sizes)} units"
-        )
-    return tuple(layers)
-
-
-def _setting(value: Any) -> Any:
-    """A JSON-able record of the prior (a name, weights, or a callable's repr)."""
-    if isinstance(value, str) or value is None:
-        return value
-    if callable(value):
-        return repr(value)
-    return [float(item) for item in torch.as_tensor(value, dtype=torch.float64).flatten().tolist()]

@@ -12,6 +12,7 @@ run resumed from a checkpoint ends bit-identical to the run that was not interru
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 from pathlib import Path
@@ -42,6 +43,7 @@ from boltzlab.training.optim import (
     make_schedule,
     make_scheduler,
 )
+from boltzlab.training.snapshots import DEFAULT_MAX_SNAPSHOTS, SnapshotRecorder
 from boltzlab.training.state import TrainConfig, TrainResult, find_latest_checkpoint
 from boltzlab.validation import as_model_data, check_positive_int
 
@@ -97,6 +99,8 @@ def train(
     resume: bool = False,
     progress: bool = False,
     fit_base_rate: bool = True,
+    snapshots: int | None = DEFAULT_MAX_SNAPSHOTS,
+    snapshot_dir: str | Path | None = None,
 ) -> TrainResult:
     """Train ``model`` on binary ``data`` by CD-k or PCD-k with any transition operator.
 
@@ -173,6 +177,17 @@ def train(
         Show a ``tqdm`` progress bar.
     fit_base_rate : bool, default True
         Fit the model's base-rate base to ``data`` before training.
+    snapshots : int or None, default 64
+        Most parameter snapshots of an RBM recorded along the run, geometrically spaced in
+        updates (:class:`~boltzlab.training.snapshots.SnapshotRecorder`): the training
+        trajectory that ``estimate_log_z(..., method="trajectory-ais")`` and
+        ``sample(..., sampler="ptt")`` anneal through (docs/algorithms.md §4.6). A copy of the
+        parameters each, nothing else; ``None`` or 0 records none. Other models record none.
+    snapshot_dir : str or Path, optional
+        Where ``trajectory.safetensors`` is written (at every checkpoint and at the end).
+        Default: ``checkpoint_dir``, else the metrics file's directory, else nowhere (the
+        trajectory is still returned as ``TrainResult.trajectory``). A resumed run restores
+        its snapshots from there.
 
     Returns
     -------
@@ -232,6 +247,12 @@ def train(
     log_every = check_positive_int(log_every, "log_every")
     track_exact_every = _optional_positive_int(track_exact_every, "track_exact_every")
     checkpoint_every = _optional_positive_int(checkpoint_every, "checkpoint_every")
+    if snapshots is not None and not (isinstance(snapshots, int) and snapshots == 0):
+        snapshots = check_positive_int(snapshots, "snapshots")
+        if snapshots < 2:
+            raise ValidationError(
+                f"snapshots must be 0, None or at least 2 (the first and last), got {snapshots}"
+            )
     if checkpoint_dir is None and (checkpoint_every is not None or resume):
         raise ValidationError(
             f"checkpoint_every={checkpoint_every!r} and resume={resume!r} need checkpoint_dir (a directory)"
@@ -274,13 +295,20 @@ def train(
         after.append(CSVLogger(metrics_path))
     if progress:
         after.append(ProgressBar())
+    run_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+    if run_dir is None and metrics_path is not None:
+        run_dir = Path(metrics_path).parent
+    recorder = None
+    if snapshots:
+        # Before the Checkpointer, so that a checkpoint lists the snapshots written beside it.
+        recorder = SnapshotRecorder(
+            snapshot_dir if snapshot_dir is not None else run_dir, max_snapshots=snapshots
+        )
+        after.append(recorder)
     checkpointer = None
     if checkpoint_dir is not None:
         checkpointer = Checkpointer(checkpoint_dir, every=checkpoint_every)
         after.append(checkpointer)  # last, so a checkpoint sees every callback's state
-    run_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
-    if run_dir is None and metrics_path is not None:
-        run_dir = Path(metrics_path).parent
     run = TrainingLoop(
         model=model,
         data=data,
@@ -313,4 +341,7 @@ def train(
         run.restore(latest)
     else:
         run.start_fresh()
-    return run.run()
+    result = run.run()
+    if recorder is None:
+        return result
+    return dataclasses.replace(result, trajectory=recorder.trajectory())

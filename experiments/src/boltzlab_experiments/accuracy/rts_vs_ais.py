@@ -190,6 +190,7 @@ def run_rts_vs_ais(
                 method="rts",
                 n_chains=config.n_chains,
                 n_temperatures=config.rts_levels,
+                ladder="linear",  # the paper's ladder, as in its Fig. 3
                 generator=derive_seed(seed, 4, b, r),
                 **tempered_budget(budget),
             )

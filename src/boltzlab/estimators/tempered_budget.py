@@ -1,0 +1,308 @@
+"""How much tempered sampling an estimate gets: a placed ladder, then rounds until the checks pass.
+
+docs/algorithms.md §4.3 ("Where the levels go", "How long to run") and docs/trust.md. Every
+tempered estimator (RTS, TS, TI, TI-RB, MBAR) runs through :func:`estimate_with_budget`:
+
+1. **Ladder.** By default (``ladder="adaptive"``) ``K = n_temperatures`` (100) levels at equal
+   thermodynamic length, placed from a pilot annealing run that also gives the level weights
+   ``log Ẑ`` to start from (:func:`~boltzlab.estimators.tempered_ladders.adaptive_ladder`).
+   ``ladder="linear"`` is the paper's linear ladder from ``Ẑ = 1``; an explicit ladder is
+   used as given.
+2. **Round 0** is RTS's run as the paper describes it: initial iterations until the stopping
+   rule holds, then a long run of ``n_sweeps`` with ``Ẑ`` fixed.
+3. **Checks** (:func:`~boltzlab.estimators.tempered_checks.tempered_failures`, on the
+   method's own estimate): level balance after the run (``ĉ_k`` against ``r_k``), round trips
+   per chain, agreement of independent chain groups, the pilot's bound.
+4. **Growth.** While a check fails and the sweeps per chain spent so far plus the next round
+   stay within ``max_sweeps``, another round runs with the long run doubled, continuing
+   from where the chains are, with ``log Ẑ`` updated to the last round's RTS estimate of
+   every level (a long run is a better initial iteration than a short one). The estimate
+   uses the last round alone.
+
+What was spent and why it stopped is :class:`TemperedBudget`, kept as the samples' ``budget``
+(and so as ``info.budget`` of every tempered estimate). A caller who fixes ``n_sweeps`` and not
+``max_sweeps`` gets exactly one round: a budget given is a budget kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from boltzlab.errors import ValidationError
+from boltzlab.estimators.result import LogZEstimate
+from boltzlab.estimators.tempered_checks import Recompute, TemperedDiagnosis, diagnose
+from boltzlab.estimators.tempered_ladders import PlacedLadder, adaptive_ladder
+from boltzlab.estimators.tempered_levels import pooled_log_c, rts_log_z
+from boltzlab.estimators.tempered_samples import TemperedSamples, collect_tempered_samples
+from boltzlab.models.base import TemperedModel
+from boltzlab.rng import resolve_generator
+from boltzlab.validation import check_positive_int
+
+__all__ = [
+    "DEFAULT_MAX_SWEEPS",
+    "DEFAULT_N_SWEEPS",
+    "USER_SAMPLING_OPTIONS",
+    "BudgetRound",
+    "TemperedBudget",
+    "estimate_with_budget",
+]
+
+#: Long-run sweeps per chain of round 0 (the paper's 1,000).
+DEFAULT_N_SWEEPS = 1000
+#: Sweeps per chain (initial iterations and every round) the budget may grow to by default:
+#: rounds of 1,000, 2,000, 4,000 and 8,000 long-run sweeps after up to 500 initial ones.
+DEFAULT_MAX_SWEEPS = 16_000
+DEFAULT_LEVELS = 100
+
+# Options of collect_tempered_samples a user may pass through an estimator; the record_*
+# switches are the estimator's business.
+USER_SAMPLING_OPTIONS = (
+    "n_chains",
+    "n_temperatures",
+    "ladder",
+    "n_sweeps",
+    "operator",
+    "prior",
+    "initial_log_z",
+    "n_initial_iterations",
+    "initial_sweeps",
+    "stop_tolerance",
+    "adapt_with",
+    "max_log_densities",
+    "max_sweeps",
+    "pilot_chains",
+    "pilot_temperatures",
+)
+
+
+@dataclass(frozen=True)
+class BudgetRound:
+    """One round of a tempered run and what its checks said.
+
+    Attributes
+    ----------
+    initial_sweeps : int
+        Sweeps per chain spent in initial iterations (round 0 only).
+    long_run_sweeps : int
+        Long-run sweeps per chain.
+    log_z, stderr : float
+        The method's estimate from this round.
+    diagnosis : TemperedDiagnosis
+        What the checks measured.
+    failures : tuple of str
+        The checks that failed as the budget counts them (empty: all passed; the verdict
+        reads ``diagnosis.failures()``, whose round-trip threshold is lower).
+    """
+
+    initial_sweeps: int
+    long_run_sweeps: int
+    log_z: float
+    stderr: float
+    diagnosis: TemperedDiagnosis
+    failures: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TemperedBudget:
+    """What a tempered estimate spent and why it stopped.
+
+    Attributes
+    ----------
+    ladder : {"adaptive", "linear", "given"}
+        How the ladder was chosen.
+    placed : PlacedLadder or None
+        The pilot and the placed ladder (``ladder="adaptive"``).
+    rounds : tuple of BudgetRound
+        Every round run; the estimate is the last one's.
+    max_sweeps : int
+        The cap on sweeps per chain (initial iterations and all rounds).
+    sweeps_per_chain : int
+        Sweeps per chain spent (the pilot's chains are separate: see ``cost_sweeps``).
+    cost_sweeps : int
+        Chain-sweeps spent in all, pilot included (the estimate's ``cost_sweeps``).
+    passed : bool
+        Whether the last round's checks all passed.
+    stop_reason : str
+        ``"checks passed"``, ``"max_sweeps reached"`` (with the cap), or ``"fixed budget"``.
+    """
+
+    ladder: str
+    placed: PlacedLadder | None
+    rounds: tuple[BudgetRound, ...]
+    max_sweeps: int
+    sweeps_per_chain: int
+    cost_sweeps: int
+    passed: bool
+    stop_reason: str
+
+
+def _sweeps_per_chain(samples: TemperedSamples) -> int:
+    return int(samples.block_sweeps.sum())
+
+
+def _next_log_z_hat(samples: TemperedSamples) -> torch.Tensor:
+    """RTS's estimate of every level from the long run: the next round's ``log Ẑ``."""
+    long_run = samples.n_initial_iterations
+    log_c = pooled_log_c(
+        samples.log_probability_sums[long_run:].logsumexp(0),
+        samples.level_counts[long_run:].sum(0),
+        "rb",
+    )
+    return rts_log_z(samples.log_z_hat, samples.log_prior, log_c)
+
+
+def _resolve_ladder(
+    model: TemperedModel, options: dict[str, Any], generator: torch.Generator
+) -> tuple[str, PlacedLadder | None]:
+    """Turn ``ladder="adaptive"``/``"linear"``/``None`` in ``options`` into what the sampler takes."""
+    ladder = options.get("ladder")
+    # The pilot runs as many chains as the estimate, so that a budget per chain covers it.
+    if "pilot_chains" in options:
+        pilot_chains = options.pop("pilot_chains")
+    else:
+        # Checked under the caller's own name before it becomes the pilot's.
+        pilot_chains = check_positive_int(options.get("n_chains", 100), "n_chains")
+    pilot_temperatures = options.pop("pilot_temperatures", 1000)
+    if isinstance(ladder, str):
+        if ladder.lower() not in ("adaptive", "linear"):
+            raise ValidationError(f"ladder must be 'adaptive', 'linear' or ascending values, got {ladder!r}")
+        ladder = ladder.lower()
+    if ladder == "linear":
+        options["ladder"] = None
+        return "linear", None
+    if ladder is not None and ladder != "adaptive":
+        return "given", None
+    n_levels = options.pop("n_temperatures", None)
+    n_levels = DEFAULT_LEVELS if n_levels is None else check_positive_int(n_levels, "n_temperatures")
+    placed = adaptive_ladder(
+        model,
+        n_levels,
+        operator=options.get("operator", "gibbs"),
+        generator=generator,
+        pilot_chains=pilot_chains,
+        pilot_temperatures=pilot_temperatures,
+    )
+    options["ladder"] = placed.ladder
+    if options.get("initial_log_z") is None:
+        options["initial_log_z"] = placed.initial_log_z
+    return "adaptive", placed
+
+
+def estimate_with_budget(
+    model: TemperedModel,
+    method: str,
+    *,
+    recompute: Recompute,
+    group_recompute: Recompute | None = None,
+    generator: torch.Generator | int | None,
+    options: dict[str, Any],
+    own_options: tuple[str, ...],
+    **settings: Any,
+) -> LogZEstimate:
+    """A tempered method's estimate: placed ladder, round 0, rounds until the checks pass.
+
+    Parameters
+    ----------
+    model : TemperedModel
+    method : str
+        The method's name, for messages.
+    recompute : callable
+        The method's estimator from samples (e.g. ``rts_from_samples``), which the checks use.
+    group_recompute : callable, optional
+        What the chain-group check recomputes on each group (default ``recompute``).
+    generator : torch.Generator or int, optional
+    options : dict
+        What the user passed: :data:`USER_SAMPLING_OPTIONS` (``ladder`` may also be
+        ``"adaptive"``, the default, or ``"linear"``; ``max_sweeps`` caps the sweeps per chain,
+        default :data:`DEFAULT_MAX_SWEEPS`, or ``n_sweeps`` when that was given; ``pilot_chains``
+        and ``pilot_temperatures`` size the pilot). Unknown names are refused.
+    own_options : tuple of str
+        The method's own option names, listed in the refusal message.
+    **settings
+        What the method decides (``record_*``, ``n_batches``); an option the user gave wins.
+
+    Returns
+    -------
+    LogZEstimate
+        ``recompute`` of the last round's samples, which carry ``budget`` (also
+        ``info.budget``) and count the pilot and the earlier rounds in ``cost_sweeps``.
+    """
+    unknown = sorted(set(options) - set(USER_SAMPLING_OPTIONS))
+    if unknown:
+        accepted = ", ".join([*own_options, *USER_SAMPLING_OPTIONS, "generator"])
+        raise ValidationError(f"unknown {method} option(s) {', '.join(unknown)}; {method} takes {accepted}")
+    options = {**settings, **options}
+    generator = resolve_generator(generator, model.device)
+    fixed = "n_sweeps" in options and options.get("max_sweeps") is None
+    max_sweeps = options.pop("max_sweeps", None)
+    if max_sweeps is not None:
+        max_sweeps = check_positive_int(max_sweeps, "max_sweeps")
+    ladder_kind, placed = _resolve_ladder(model, options, generator)
+    samples = collect_tempered_samples(model, generator=generator, **options)
+    spent = _sweeps_per_chain(samples)
+    if max_sweeps is None:
+        max_sweeps = spent if fixed else max(DEFAULT_MAX_SWEEPS, spent)
+    earlier = placed.cost_sweeps if placed is not None else 0
+    rounds: list[BudgetRound] = []
+    while True:
+        estimate = recompute(samples)
+        diagnosis = diagnose(
+            _with_pilot(samples, ladder_kind, placed), recompute, estimate, group_recompute=group_recompute
+        )
+        failures = diagnosis.failures(strict=True)
+        rounds.append(
+            BudgetRound(
+                initial_sweeps=int(samples.block_sweeps[: samples.n_initial_iterations].sum()),
+                long_run_sweeps=samples.n_sweeps,
+                log_z=estimate.log_z,
+                stderr=estimate.stderr,
+                diagnosis=diagnosis,
+                failures=failures,
+            )
+        )
+        next_sweeps = 2 * samples.n_sweeps
+        if not failures or spent + next_sweeps > max_sweeps:
+            break
+        earlier += samples.n_chains * _sweeps_per_chain(samples)
+        continued = {**options, "initial_log_z": _next_log_z_hat(samples), "n_initial_iterations": 0}
+        continued.update(ladder=samples.betas, n_temperatures=None, n_sweeps=next_sweeps)
+        samples = collect_tempered_samples(model, generator=generator, start=samples.final_state, **continued)
+        spent += next_sweeps
+    passed = not rounds[-1].failures
+    reason = (
+        "checks passed" if passed else ("fixed budget" if fixed else f"max_sweeps reached ({max_sweeps})")
+    )
+    budget = TemperedBudget(
+        ladder=ladder_kind,
+        placed=placed,
+        rounds=tuple(rounds),
+        max_sweeps=max_sweeps,
+        sweeps_per_chain=spent,
+        cost_sweeps=earlier + samples.n_chains * _sweeps_per_chain(samples),
+        passed=passed,
+        stop_reason=reason,
+    )
+    samples = dataclasses.replace(samples, budget=budget, earlier_cost_sweeps=earlier)
+    info = dataclasses.replace(estimate.info, samples=samples, budget=budget)
+    return dataclasses.replace(estimate, cost_sweeps=samples.cost_sweeps, info=info)
+
+
+def _with_pilot(samples: TemperedSamples, ladder_kind: str, placed: PlacedLadder | None) -> TemperedSamples:
+    """``samples`` carrying a provisional budget so that the checks can see the pilot."""
+    if placed is None:
+        return samples
+    provisional = TemperedBudget(
+        ladder=ladder_kind,
+        placed=placed,
+        rounds=(),
+        max_sweeps=0,
+        sweeps_per_chain=0,
+        cost_sweeps=0,
+        passed=False,
+        stop_reason="running",
+    )
+    return dataclasses.replace(samples, budget=provisional)

@@ -1,0 +1,250 @@
+"""Where a simulated-tempering ladder's levels go, measured by a short pilot annealing run.
+
+docs/algorithms.md §2.3 ("Where the levels go"). A chain moves between neighbouring levels
+``β_k < β_{k+1}`` easily when their densities overlap; to first order the overlap is set by
+``Δβ²·g(β)`` with ``g(β) = Var_{p_β}[s_β]``, the variance of the hidden-summed path derivative
+``s_β = ∂ log f_β/∂β`` (for an RBM with a uniform base, the energy variance). Levels at equal
+steps of the thermodynamic length ``Λ(β) = ∫ √g dβ`` give every pair of neighbours the same
+overlap: dense where the energy variance peaks (near a phase transition), sparse where nothing
+happens. With weights equal to ``log Z_k`` a level move between neighbours ``Δ = Δβ·√g`` apart
+is accepted with probability about ``erfc(Δ/(2√2))``; the default spacing ``Δ = 1`` gives
+about 0.6 (the estimators' ladder, ``boltzlab.estimators.tempered_ladders``, follows the same
+rule at a fixed number of levels).
+
+**The pilot** (:func:`pilot_anneal`) is a short annealed-importance-sampling run from the base
+(β = 0, sampled exactly) to β = 1 on a fine linear grid. At no extra cost it measures, at
+every grid point, ``ĝ(β)`` from the importance-weighted chains and the running AIS estimate
+of ``log Z(β)``, from which the level weights start (a few nats off at worst, where zeros
+would be hundreds of nats off on a trained model). Both are rough where the weights
+degenerate; the adaptation that follows (:mod:`boltzlab.tempering.adaptation`) corrects the
+weights, and ``√ĝ`` is smoothed and floored so no step of the ladder is more than
+``1/FLOOR`` times the smallest.
+
+On the bimodal 10×4 RBM of ``tests/test_sampler_verdict.py`` (95% / 5% mode masses), ``Λ(1)``
+is 3.9 by enumeration, so the default ladder has five or six levels; ST with exact weights and
+Gibbs level moves made 29 round trips per chain in 1,000 sweeps on six such levels, 15 on
+twenty (docs/algorithms.md §2.3).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from boltzlab.errors import ValidationError
+from boltzlab.models.base import TemperedModel, log_f_marginal, path_derivative
+from boltzlab.operators.base import Operator
+from boltzlab.operators.base import resolve as resolve_operator
+from boltzlab.rng import resolve_generator
+from boltzlab.tempering.base import redraw_summed_layers
+from boltzlab.tempering.ladders import Ladder
+from boltzlab.validation import check_positive_int
+
+__all__ = [
+    "FLOOR",
+    "LEVEL_SPACING",
+    "MAX_LEVELS",
+    "MIN_LEVELS",
+    "LadderPilot",
+    "PlacedLadder",
+    "pilot_anneal",
+    "pilot_log_weights",
+    "place_ladder",
+    "smoothed_speed",
+]
+
+#: Thermodynamic length between neighbouring levels, ``Δβ·√g`` (about 60% level acceptance).
+LEVEL_SPACING = 1.0
+#: Fewest and most levels of a placed ladder (a caller's ``n_levels`` overrides both).
+MIN_LEVELS, MAX_LEVELS = 4, 256
+#: Relative floor on the smoothed ``√ĝ``: where the pilot saw no variance the chains must still move.
+FLOOR = 0.05
+#: Standard deviation, in β, of the Gaussian kernel that smooths ``√ĝ`` on the pilot's grid.
+SMOOTHING = 0.02
+
+
+@dataclass(frozen=True)
+class LadderPilot:
+    """What the pilot annealing run measured on its linear grid.
+
+    Attributes
+    ----------
+    grid : Tensor, shape (n + 1,), float64
+        ``0, 1/n, …, 1``.
+    log_z : Tensor, shape (n + 1,), float64
+        Running AIS estimate of ``log Z(β) − log Z(0)`` (nats).
+    g_hat : Tensor, shape (n + 1,), float64
+        Importance-weighted variance of the path derivative, ``ĝ(β)`` (nats²).
+    cost_sweeps : int
+        Chain-sweeps spent.
+    """
+
+    grid: Tensor
+    log_z: Tensor
+    g_hat: Tensor
+    cost_sweeps: int
+
+
+@dataclass(frozen=True)
+class PlacedLadder:
+    """A ladder at equal thermodynamic length and the level weights to start from.
+
+    Attributes
+    ----------
+    ladder : Ladder
+    initial_log_weights : Tensor, shape (K,), float64
+        The pilot's ``log Z(β_k)`` interpolated at the levels, relative to the target level.
+    thermodynamic_length : float
+        ``Λ(1) − Λ(β_0)`` of the smoothed, floored ``ĝ``.
+    pilot : LadderPilot
+    """
+
+    ladder: Ladder
+    initial_log_weights: Tensor
+    thermodynamic_length: float
+    pilot: LadderPilot
+
+
+def pilot_anneal(
+    model: TemperedModel,
+    operator: Operator,
+    *,
+    n_chains: int = 64,
+    n_temperatures: int = 256,
+    generator: torch.Generator | int | None = None,
+) -> LadderPilot:
+    """A short AIS run on the linear grid measuring ``ĝ(β)`` and ``log Z(β)`` at every point.
+
+    Parameters
+    ----------
+    model : TemperedModel
+    operator : Operator
+        The transition run at each grid point (one sweep). The summed-out layers are redrawn
+        at the new β before it, so state-dependent operators keep AIS exact.
+    n_chains : int, default 64
+    n_temperatures : int, default 256
+        Grid intervals ``n``; costs ``n_chains·(n − 1)`` sweeps.
+    generator : torch.Generator or int, optional
+
+    Returns
+    -------
+    LadderPilot
+    """
+    n_chains = check_positive_int(n_chains, "pilot_chains")
+    n_temperatures = check_positive_int(n_temperatures, "pilot_temperatures")
+    operator = resolve_operator(operator)
+    generator = resolve_generator(generator, model.device)
+    grid = torch.linspace(0.0, 1.0, n_temperatures + 1, dtype=torch.float64)
+    grid[-1] = 1.0
+    values = grid.tolist()
+    in_dtype = grid.to(device=model.device, dtype=model.dtype)
+    chains = model.init_chains(n_chains, generator=generator)
+    log_weights = torch.zeros(n_chains, dtype=torch.float64, device=model.device)
+    results = torch.zeros(n_temperatures + 1, 2, dtype=torch.float64, device=model.device)
+    for k in range(n_temperatures + 1):
+        terms = model.marginal_terms(chains.layers)
+        if k > 0:
+            log_weights = (
+                log_weights + log_f_marginal(terms, values[k]) - log_f_marginal(terms, values[k - 1])
+            )
+        weights = torch.softmax(log_weights, 0)
+        derivative = path_derivative(terms, values[k])
+        centred = derivative - (weights * derivative).sum()
+        results[k, 0] = torch.logsumexp(log_weights, 0) - math.log(n_chains)
+        results[k, 1] = (weights * centred * centred).sum()
+        if 0 < k < n_temperatures:
+            chains = redraw_summed_layers(model, chains.with_beta(in_dtype[k]), terms, generator=generator)
+            chains, _ = operator.step(model, chains, generator=generator, terms=terms)
+    results = results.cpu()
+    return LadderPilot(
+        grid=grid,
+        log_z=results[:, 0].clone(),
+        g_hat=results[:, 1].clone(),
+        cost_sweeps=n_chains * max(n_temperatures - 1, 0),
+    )
+
+
+def smoothed_speed(pilot: LadderPilot, *, width: float = SMOOTHING, floor: float = FLOOR) -> Tensor:
+    """``√ĝ`` smoothed by a Gaussian kernel of ``width`` (in β) and floored at ``floor·max``; (n + 1,).
+
+    The kernel average is normalised by the kernel mass inside [0, 1], so the ends are not
+    shrunk; non-finite estimates are skipped. All ones (a uniform ladder) if ``ĝ`` is zero.
+    """
+    grid, g_hat = pilot.grid, pilot.g_hat
+    known = torch.isfinite(g_hat)
+    root = torch.where(known, g_hat.clamp_min(0.0), torch.zeros_like(g_hat)).sqrt()
+    distance = (grid[:, None] - grid[None, :]) / width
+    kernel = torch.exp(-0.5 * distance * distance) * known[None, :].to(torch.float64)
+    speed = (kernel @ root) / kernel.sum(1).clamp_min(1e-300)
+    top = float(speed.max())
+    if not (math.isfinite(top) and top > 0.0):
+        return torch.ones_like(speed)
+    return speed.clamp_min(floor * top)
+
+
+def place_ladder(
+    pilot: LadderPilot,
+    *,
+    low: float = 0.0,
+    n_levels: int | None = None,
+    spacing: float = LEVEL_SPACING,
+) -> PlacedLadder:
+    """Levels from ``low`` to 1 at equal steps of thermodynamic length (module docstring).
+
+    Parameters
+    ----------
+    pilot : LadderPilot
+    low : float, default 0.0
+        The hottest level (β = 0 is the base, where every mode is reachable).
+    n_levels : int, optional
+        ``K``; by default ``⌈Λ / spacing⌉ + 1`` within [``MIN_LEVELS``, ``MAX_LEVELS``].
+    spacing : float, default ``LEVEL_SPACING``
+        Target ``Δβ·√g`` between neighbours when ``n_levels`` is not given.
+
+    Returns
+    -------
+    PlacedLadder
+    """
+    if not 0.0 <= float(low) < 1.0:
+        raise ValidationError(f"low must be in [0, 1), got {low}")
+    if not (math.isfinite(float(spacing)) and float(spacing) > 0.0):
+        raise ValidationError(f"level_spacing must be a positive number, got {spacing!r}")
+    speed = smoothed_speed(pilot)
+    grid = pilot.grid
+    arc = torch.cat([grid.new_zeros(1), torch.cumsum(0.5 * (speed[1:] + speed[:-1]) * grid.diff(), 0)])
+    start = float(_interpolate(torch.tensor([float(low)], dtype=torch.float64), grid, arc)[0])
+    length = float(arc[-1]) - start
+    if n_levels is None:
+        # (the 1e-9 keeps round-off in Λ from adding a level to an exact multiple of the spacing)
+        n_levels = min(MAX_LEVELS, max(MIN_LEVELS, math.ceil(length / float(spacing) - 1e-9) + 1))
+    elif isinstance(n_levels, bool) or not isinstance(n_levels, int) or n_levels < 2:
+        raise ValidationError(f"n_levels must be an integer >= 2, got {n_levels!r}")
+    targets = torch.linspace(start, float(arc[-1]), n_levels, dtype=torch.float64)
+    betas = _interpolate(targets, arc, grid)
+    betas[0], betas[-1] = float(low), 1.0
+    # The floored speed is positive, so Λ is strictly increasing and so is its inverse; the
+    # running maximum only guards round-off.
+    betas = torch.cummax(betas, 0).values
+    return PlacedLadder(
+        ladder=Ladder(betas),
+        initial_log_weights=pilot_log_weights(pilot, betas),
+        thermodynamic_length=length,
+        pilot=pilot,
+    )
+
+
+def pilot_log_weights(pilot: LadderPilot, betas: Tensor) -> Tensor:
+    """The pilot's ``log Z`` at ``betas`` (ascending, last = 1), relative to the last; float64 (K,)."""
+    log_z = _interpolate(betas.to(torch.float64).cpu(), pilot.grid, pilot.log_z)
+    return log_z - log_z[-1]
+
+
+def _interpolate(x: Tensor, xp: Tensor, fp: Tensor) -> Tensor:
+    """Piecewise-linear interpolation of ``(xp, fp)`` (``xp`` increasing) at ``x``; float64."""
+    index = torch.searchsorted(xp, x).clamp(1, xp.numel() - 1)
+    left, right = xp[index - 1], xp[index]
+    fraction = ((x - left) / (right - left).clamp_min(1e-300)).clamp(0.0, 1.0)
+    return fp[index - 1] + fraction * (fp[index] - fp[index - 1])

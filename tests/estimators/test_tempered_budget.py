@@ -1,0 +1,147 @@
+"""The tempered estimators' budget: one round when the checks pass, doubling rounds that continue
+from where the chains are while they fail, up to max_sweeps; what was spent is in info.budget."""
+
+import pytest
+import torch
+
+import boltzlab as bl
+from boltzlab.errors import ValidationError
+from boltzlab.estimators import collect_tempered_samples
+from boltzlab.estimators.rts import rts_from_samples
+from boltzlab.estimators.tempered_budget import DEFAULT_MAX_SWEEPS, TemperedBudget
+from harness import random_rbm
+from tolerances import MAX_Z
+
+
+def sharp_rbm(n_visible: int, n_hidden: int, *, seed: int, scale: float) -> bl.RBM:
+    """Large weights: a few separated modes hold the mass."""
+    g = torch.Generator().manual_seed(seed)
+    return bl.RBM(
+        weights=scale * torch.randn(n_visible, n_hidden, generator=g, dtype=torch.float64),
+        visible_bias=torch.randn(n_visible, generator=g, dtype=torch.float64),
+        hidden_bias=torch.randn(n_hidden, generator=g, dtype=torch.float64),
+        dtype=torch.float64,
+    )
+
+
+def test_an_easy_model_gets_one_round_on_the_placed_ladder():
+    model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
+    exact = bl.exact_log_z(model)
+    result = bl.estimate_log_z(model, method="rts", n_chains=40, n_temperatures=30, generator=0)
+    budget = result.info.budget
+    assert isinstance(budget, TemperedBudget) and budget is result.info.samples.budget
+    assert budget.ladder == "adaptive" and budget.placed is not None
+    assert budget.passed and budget.stop_reason == "checks passed" and len(budget.rounds) == 1
+    assert budget.rounds[0].long_run_sweeps == 1000 and budget.rounds[0].failures == ()
+    assert budget.max_sweeps == DEFAULT_MAX_SWEEPS
+    spent = int(result.info.samples.block_sweeps.sum())
+    assert budget.sweeps_per_chain == spent
+    assert result.cost_sweeps == budget.cost_sweeps == 40 * spent + budget.placed.cost_sweeps
+    assert torch.equal(result.info.betas, budget.placed.ladder.betas.float().double())
+    assert abs(result.z_score(exact)) < MAX_Z
+    assert result.reliable, result.warnings
+
+
+def test_failing_checks_double_the_long_run_until_max_sweeps():
+    # Two separated modes, four chains, a short first round on the linear ladder: the chain
+    # groups cannot agree and the chains barely cross the ladder, so every round fails.
+    model = sharp_rbm(12, 8, seed=0, scale=8.0)
+    result = bl.estimate_log_z(
+        model,
+        method="rts",
+        ladder="linear",
+        n_chains=8,
+        n_temperatures=12,
+        n_sweeps=20,
+        n_initial_iterations=1,
+        initial_sweeps=10,
+        max_sweeps=200,
+        generator=0,
+        lower_bound_sweeps=0,
+    )
+    budget = result.info.budget
+    lengths = [round_.long_run_sweeps for round_ in budget.rounds]
+    assert lengths == [20 * 2**i for i in range(len(lengths))], lengths
+    assert budget.sweeps_per_chain == 10 + sum(lengths) <= 200 < budget.sweeps_per_chain + 2 * lengths[-1]
+    if not budget.passed:
+        assert budget.stop_reason == "max_sweeps reached (200)"
+        assert all(round_.failures for round_ in budget.rounds)
+        assert not result.reliable
+        assert any("budget grew" in warning for warning in result.warnings)
+    # Later rounds continue from where the chains were, with no initial iterations, and the
+    # estimate is the last round's.
+    assert result.info.samples.n_initial_iterations == 0 and result.info.samples.n_sweeps == lengths[-1]
+    assert result.log_z == budget.rounds[-1].log_z
+    assert result.cost_sweeps == budget.cost_sweeps == 8 * budget.sweeps_per_chain
+
+
+def test_a_given_n_sweeps_is_a_fixed_budget():
+    model = sharp_rbm(12, 8, seed=0, scale=8.0)
+    result = bl.estimate_log_z(
+        model, method="ts", ladder="linear", n_chains=8, n_temperatures=12, n_sweeps=30, generator=0
+    )
+    budget = result.info.budget
+    assert len(budget.rounds) == 1 and budget.max_sweeps == budget.sweeps_per_chain
+    assert budget.stop_reason in ("fixed budget", "checks passed")
+    assert budget.ladder == "linear" and budget.placed is None
+
+
+def test_an_explicit_ladder_is_used_as_given():
+    model = random_rbm(6, 3, seed=1, base_rate=True)
+    ladder = [0.0, 0.2, 0.5, 0.7, 1.0]
+    result = bl.estimate_log_z(model, method="ti", ladder=ladder, n_chains=20, n_sweeps=50, generator=0)
+    assert result.info.budget.ladder == "given"
+    assert torch.allclose(result.info.betas, torch.tensor(ladder, dtype=torch.float64))
+
+
+def test_a_run_continues_from_its_final_state():
+    model = random_rbm(6, 3, seed=1, base_rate=True)
+    first = collect_tempered_samples(model, n_chains=9, n_temperatures=5, n_sweeps=7, generator=0)
+    state = first.final_state
+    assert state.chains.n_chains == 9 and state.levels.shape == (9,)
+    assert torch.equal(state.chains.beta, first.betas[state.levels].to(state.chains.dtype))
+    assert first.passages is not None and first.passages.shape == (9,)
+    again = collect_tempered_samples(
+        model,
+        n_chains=9,
+        n_temperatures=5,
+        n_sweeps=7,
+        n_initial_iterations=0,
+        initial_log_z=rts_from_samples(first).info.log_z_levels,
+        start=state,
+        generator=1,
+    )
+    assert again.n_initial_iterations == 0 and int(again.level_counts.sum()) == 9 * 7
+    with pytest.raises(ValidationError, match="start holds 9 chains"):
+        collect_tempered_samples(model, n_chains=8, n_temperatures=5, n_sweeps=3, start=state, generator=0)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"ladder": "geometric"}, "ladder must be 'adaptive', 'linear'"),
+        ({"max_sweeps": 0}, "max_sweeps"),
+        ({"pilot_chains": 0}, "pilot_chains"),
+        ({"max_sweep": 10}, "unknown rts option"),
+    ],
+)
+def test_refuses_bad_budget_options(options, message):
+    model = random_rbm(5, 2, seed=0)
+    with pytest.raises(ValidationError, match=message):
+        bl.estimate_log_z(
+            model, method="rts", n_chains=4, n_temperatures=4, n_sweeps=4, generator=0, **options
+        )
+
+
+@pytest.mark.parametrize("method", ["rts", "ti-rb", "mbar"])
+def test_defaults_get_right_a_sharp_model_the_linear_ladder_misses(method):
+    # 12×8, weights N(0, 8²): from Ẑ = 1 on the linear ladder the chains never cross it and
+    # the estimates land nats off (flagged); the pilot's ladder and weights get it right.
+    model = sharp_rbm(12, 8, seed=0, scale=8.0)
+    exact = bl.exact_log_z(model)
+    linear = bl.estimate_log_z(
+        model, method=method, ladder="linear", n_sweeps=1000, generator=0, lower_bound_sweeps=0
+    )
+    assert abs(linear.log_z - exact) > 1.0 and not linear.reliable
+    default = bl.estimate_log_z(model, method=method, generator=0, lower_bound_sweeps=0)
+    assert abs(default.z_score(exact)) < MAX_Z and default.reliable, default.warnings
