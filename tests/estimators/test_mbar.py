@@ -2,8 +2,6 @@
 log Z of every level of a tiny RBM within its own error bar, a one-step jackknife that matches
 full re-solves, agreement with RTS on the same samples, and silence (pymbar prints)."""
 
-import time
-
 import numpy as np
 import pytest
 import torch
@@ -154,15 +152,12 @@ def test_result_info_and_silence(capfd):
         )
 
 
-def test_defaults_are_accurate_and_quick_on_a_small_model():
+def test_defaults_are_accurate_on_a_small_model():
     model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
     exact = bl.exact_log_z(model)
-    start = time.perf_counter()
     result = bl.estimate_log_z(model, method="mbar", generator=0)
-    elapsed = time.perf_counter() - start
     assert abs(result.z_score(exact)) < MAX_Z, f"{result} vs exact {exact:.4f}"
     assert result.info.betas.numel() == 100 and result.info.thinning == 10
-    assert elapsed < 30, f"the default call took {elapsed:.1f} s"
 
 
 def test_neighbour_overlap_is_one_half_for_identical_levels_and_zero_for_disjoint_ones():

@@ -6,7 +6,6 @@ own error bar when the schedule is long (docs/algorithms.md §4.2, §7)."""
 import dataclasses
 import itertools
 import math
-import time
 
 import pytest
 import torch
@@ -229,9 +228,6 @@ def test_defaults_are_accurate_on_a_small_model():
     # temperatures, 10 chains per example, Gibbs; 100 examples drawn from the model.
     model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
     exact = bl.exact_log_z(model)
-    start = time.perf_counter()
     result = bl.estimate_log_z(model, method="raise", data=exact_samples(model, 100, seed=0), generator=0)
-    elapsed = time.perf_counter() - start
     assert abs(result.z_score(exact)) < 4, f"{result} vs exact {exact:.4f}"
     assert result.info.n_chains == 10 and result.info.schedule_info.n_temperatures == 14_500
-    assert elapsed < 60, f"the default call took {elapsed:.1f} s"

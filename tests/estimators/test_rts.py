@@ -5,7 +5,6 @@ the exact log Z of a 784×20 RBM trained on MNIST."""
 
 import dataclasses
 import math
-import time
 
 import pytest
 import torch
@@ -352,19 +351,16 @@ def test_refuses_bad_options_at_the_door(options, message):
 
 
 @pytest.mark.parametrize("method", ["rts", "ts"])
-def test_defaults_are_accurate_and_quick_on_a_small_model(method):
+def test_defaults_are_accurate_on_a_small_model(method):
     # "bl.estimate_log_z(model, method=m) with no options": K = 100 levels linear in β,
     # 100 chains, up to 10 × 50 initial sweeps, 1,000 long-run sweeps (a seed only for
-    # repeatability). On this machine it takes about 2–4 s.
+    # repeatability).
     model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
     exact = bl.exact_log_z(model)
-    start = time.perf_counter()
     result = bl.estimate_log_z(model, method=method, generator=0)
-    elapsed = time.perf_counter() - start
     assert abs(result.z_score(exact)) < MAX_Z, f"{result} vs exact {exact:.4f}"
     assert result.info.betas.numel() == 100 and result.info.samples.n_chains == 100
     assert result.info.stopped
-    assert elapsed < 30, f"the default call took {elapsed:.1f} s"
 
 
 @pytest.mark.slow
@@ -372,10 +368,7 @@ def test_lands_on_the_exact_log_z_of_an_rbm_trained_on_mnist(mnist_rbm):
     # Budget: the defaults (K = 100 linear, 100 chains, ≤ 10 × 50 initial + 1,000 sweeps),
     # starting from Ẑ = 1 although log Z ≈ 230: the initial iterations must find it.
     model, exact = mnist_rbm.model, mnist_rbm.log_z
-    start = time.perf_counter()
     result = bl.estimate_log_z(model, method="rts", generator=0)
-    elapsed = time.perf_counter() - start
     assert abs(result.z_score(exact)) < MAX_Z, f"{result} vs exact {exact:.4f}"
     assert abs(result.log_z - exact) < 0.1, f"{result} vs exact {exact:.4f}"
     assert result.info.stopped
-    assert elapsed < 60, f"RTS took {elapsed:.1f} s"

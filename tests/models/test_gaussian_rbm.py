@@ -294,7 +294,7 @@ def test_parallel_tempering_samples_the_model():
 
 def test_plain_sampler_accepts_real_init_data():
     model = random_gaussian_rbm(3, 2, seed=14)
-    data = torch.randn(20, 3, dtype=torch.float64)
+    data = torch.randn(20, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(20))
     result = bl.sample(model, n_chains=11, n_sweeps=2, init=data, generator=0)
     assert tuple(result.chains.layers[0].shape) == (11, 3)
 
@@ -335,7 +335,7 @@ def test_raise_agrees_with_the_exact_log_likelihood_of_real_data():
 
 def test_log_likelihood_of_real_data_and_validation():
     model = random_gaussian_rbm(3, 4, seed=16)
-    data = torch.randn(25, 3, dtype=torch.float64)
+    data = torch.randn(25, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(25))
     log_z = bl.exact_log_z(model)
     expected = float((-model.free_energy(data)).mean()) - log_z
     assert bl.log_likelihood(model, data, log_z) == pytest.approx(expected, abs=1e-12)

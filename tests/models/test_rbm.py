@@ -159,15 +159,11 @@ def test_same_seed_same_weights_and_float64_option():
 
 
 @pytest.mark.slow
-def test_exact_log_z_of_a_784_by_20_rbm_takes_seconds(two_threads):
-    import time
+def test_exact_log_z_of_a_784_by_20_rbm_is_finite_and_float64_inside(two_threads):
 
     model = bl.RBM(784, 20, generator=0, weight_std=0.3)
-    start = time.perf_counter()
     value = bl.exact_log_z(model)
-    elapsed = time.perf_counter() - start
-    # About 5 s on 2 idle cores; the bound leaves room for a busy CI machine.
-    assert math.isfinite(value) and elapsed < 60.0
+    assert math.isfinite(value)
     # Same value from the float64 copy of the model: enumeration is float64 internally.
     assert bl.exact_log_z(model.to(torch.float64)) == pytest.approx(value, abs=1e-9)
 

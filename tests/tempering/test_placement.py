@@ -53,7 +53,9 @@ def test_pilot_measures_log_z_and_g_against_enumeration():
 
 def hand_made_pilot(g: torch.Tensor) -> LadderPilot:
     grid = torch.linspace(0.0, 1.0, g.numel(), dtype=torch.float64)
-    return LadderPilot(grid=grid, log_z=-2.0 * grid, g_hat=g, cost_sweeps=0)
+    return LadderPilot(
+        grid=grid, log_z=-2.0 * grid, g_hat=g, log_ess=torch.zeros_like(grid), n_chains=0, cost_sweeps=0
+    )
 
 
 def test_constant_g_gives_a_uniform_ladder_and_the_level_count_follows_the_length():

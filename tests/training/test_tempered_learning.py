@@ -42,7 +42,7 @@ from boltzlab.training import (
     get_phase,
     train,
 )
-from boltzlab.training.tempered import PT_METRICS, pt_metrics
+from boltzlab.training.scheme_steps import PT_METRICS, pt_metrics
 
 OPERATORS = ("gibbs", "flip", "mixture")
 SEEDS = (0, 1, 2)

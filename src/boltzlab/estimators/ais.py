@@ -25,6 +25,10 @@ operator whose update depends on the current value of a unit (flip-the-state, th
 α-mixture) does not: on a 2×5 RBM with K = 2, ``E[Ẑ]/Z`` is 1.14 for flip and 1.06 for the
 mixture. For such operators the summed group is redrawn from ``p_{β_k}(h | v)`` (from the
 same ``a``, no extra GEMM) before each sweep, which makes ``E[Ẑ] = Z`` exact again.
+
+**Starting a run** (:func:`start_annealing`): the operator, the generator and the schedule
+are resolved, and a uniform base is warned about, the same way for AIS and for RAISE
+(:mod:`boltzlab.estimators.raise_`), which runs this kernel backwards.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from boltzlab.estimators.adaptive_schedules import ScheduleInfo, resolve_schedul
 from boltzlab.estimators.annealing import (
     add_log_f_increment_,
     check_finite_log_weights,
+    operator_name,
     reads_current_state,
     redraw_summed_group,
     warn_if_uniform_base,
@@ -54,7 +59,7 @@ from boltzlab.operators.base import Operator
 from boltzlab.rng import resolve_generator
 from boltzlab.validation import check_positive_int
 
-__all__ = ["AISInfo", "ais"]
+__all__ = ["AISInfo", "AnnealingStart", "ais", "start_annealing"]
 
 # Work-space budget (float64 elements) for the blocks of weight snapshots behind the ESS trace.
 _SNAPSHOT_ELEMENTS = 1 << 20
@@ -92,6 +97,73 @@ class AISInfo:
     operator: str
     n_chains: int
     schedule_info: ScheduleInfo | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AnnealingStart:
+    """What an annealing estimator resolves before its first sweep (:func:`start_annealing`).
+
+    Attributes
+    ----------
+    transition : Operator
+    generator : torch.Generator
+        On the model's device.
+    schedule_info : ScheduleInfo
+        The schedule, ``β_0 = 0, …, β_K = 1``, and how it was made.
+    refresh : bool
+        Whether the summed-out group is redrawn before each sweep (the operator reads the
+        current state of a unit; module docstring).
+    """
+
+    transition: Operator
+    generator: torch.Generator
+    schedule_info: ScheduleInfo
+    refresh: bool
+
+
+def start_annealing(
+    model: TemperedModel,
+    *,
+    schedule: str | Tensor | Sequence[float],
+    n_temperatures: int | None,
+    operator: str | Operator,
+    generator: torch.Generator | int | None,
+    decelerate: float | None,
+    schedule_options: Mapping[str, Any] | None,
+) -> AnnealingStart:
+    """Resolve the operator, generator and schedule of an AIS or RAISE run; warn on a uniform base.
+
+    Parameters
+    ----------
+    model : TemperedModel
+    schedule, n_temperatures, operator, decelerate, schedule_options
+        As for :func:`ais`.
+    generator : torch.Generator or int, optional
+        An adaptive schedule (``"varopt"``, ``"gms13"``) measures the model here, drawing
+        from it before the run does.
+
+    Returns
+    -------
+    AnnealingStart
+    """
+    transition = operators.resolve(operator)
+    generator = resolve_generator(generator, model.device)
+    schedule_info = resolve_schedule(
+        model,
+        schedule,
+        n_temperatures,
+        operator=transition,
+        generator=generator,
+        decelerate=decelerate,
+        options=schedule_options,
+    )
+    warn_if_uniform_base(model)
+    return AnnealingStart(
+        transition=transition,
+        generator=generator,
+        schedule_info=schedule_info,
+        refresh=reads_current_state(transition),
+    )
 
 
 @register_estimator("ais")
@@ -170,28 +242,26 @@ def ais(
             "schedule, operator, generator, record_ess, decelerate, schedule_options"
         )
     n_chains = check_positive_int(n_chains, "n_chains")
-    transition = operators.resolve(operator)
-    generator = resolve_generator(generator, model.device)
-    schedule_info = resolve_schedule(
+    start = start_annealing(
         model,
-        schedule,
-        n_temperatures,
-        operator=transition,
+        schedule=schedule,
+        n_temperatures=n_temperatures,
+        operator=operator,
         generator=generator,
         decelerate=decelerate,
-        options=schedule_options,
+        schedule_options=schedule_options,
     )
-    warn_if_uniform_base(model)
+    schedule_info = start.schedule_info
     betas = schedule_info.betas
 
     log_weights, log_ess_trace = _anneal(
         model,
-        transition,
+        start.transition,
         betas,
         n_chains=n_chains,
-        generator=generator,
+        generator=start.generator,
         record_ess=record_ess,
-        refresh_summed=reads_current_state(transition),
+        refresh_summed=start.refresh,
     )
     check_finite_log_weights(log_weights)
 
@@ -200,7 +270,7 @@ def ais(
         ess=ess(log_weights),
         schedule=betas,
         log_ess_trace=log_ess_trace,
-        operator=str(getattr(transition, "name", type(transition).__name__)),
+        operator=operator_name(start.transition),
         n_chains=n_chains,
         schedule_info=schedule_info,
     )

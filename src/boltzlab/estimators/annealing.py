@@ -26,6 +26,7 @@ from boltzlab.rng import sample_bernoulli
 __all__ = [
     "add_log_f_increment_",
     "check_finite_log_weights",
+    "operator_name",
     "reads_current_state",
     "redraw_summed_group",
     "warn_if_uniform_base",
@@ -36,8 +37,13 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.
 _PRODUCT_CHUNK = 1000
 
 
-def add_log_f_increment_(log_weights: Tensor, terms: MarginalTerms, beta_from: float, beta_to: float) -> None:
+def add_log_f_increment_(
+    log_weights: Tensor, terms: MarginalTerms, beta_from: float, beta_to: float
+) -> Tensor:
     """``log_weights += log f_{beta_to}(x) − log f_{beta_from}(x)``, in place, in float64.
+
+    Returns ``log_weights`` (as torch's in-place methods do), so that it serves as a pilot's
+    :data:`~boltzlab.tempering.placement.WeightIncrement`.
 
     The increment is formed from its parts rather than as the difference of two ``log f``
     values: those are hundreds of nats for an MNIST RBM while an increment is often below
@@ -64,7 +70,7 @@ def add_log_f_increment_(log_weights: Tensor, terms: MarginalTerms, beta_from: f
     for chunk in ratio.split(_PRODUCT_CHUNK, dim=1):
         log_weights.add_(chunk.prod(1).log_())
     log_weights.add_(preactivation.clamp_min(0.0).sum(1, dtype=torch.float64), alpha=step)
-    log_weights.add_(terms.linear, alpha=step).sub_(terms.base, alpha=step)
+    return log_weights.add_(terms.linear, alpha=step).sub_(terms.base, alpha=step)
 
 
 def redraw_summed_group(
@@ -97,6 +103,11 @@ def reads_current_state(transition: Operator) -> bool:
     when_off = probability_on(logits, torch.zeros_like(logits))
     when_on = probability_on(logits, torch.ones_like(logits))
     return not torch.equal(when_off, when_on)
+
+
+def operator_name(transition: Operator) -> str:
+    """The name an estimator reports for its transition operator (its ``name``, else its class)."""
+    return str(getattr(transition, "name", type(transition).__name__))
 
 
 def warn_if_uniform_base(model: TemperedModel) -> None:

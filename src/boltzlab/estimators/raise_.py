@@ -40,6 +40,7 @@ the truth (docs/algorithms.md §7; the upper side holds in expectation over data
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -48,26 +49,24 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from boltzlab import operators
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.adaptive_schedules import ScheduleInfo, resolve_schedule
+from boltzlab.estimators.adaptive_schedules import ScheduleInfo
+from boltzlab.estimators.ais import start_annealing
 from boltzlab.estimators.annealing import (
     add_log_f_increment_,
     check_finite_log_weights,
-    reads_current_state,
+    operator_name,
     redraw_summed_group,
-    warn_if_uniform_base,
 )
 from boltzlab.estimators.registry import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.models.base import TemperedModel, log_f_marginal
 from boltzlab.numerics import log_ess, log_mean_exp
 from boltzlab.operators.base import Operator
-from boltzlab.rng import resolve_generator
 from boltzlab.validation import as_model_data, check_positive_int
 
-__all__ = ["RAISEResult", "raise_log_likelihood", "raise_log_z"]
+__all__ = ["RAISE_OPTIONS", "RAISEResult", "raise_log_likelihood", "raise_log_z"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,31 +181,28 @@ def raise_log_likelihood(
     data = as_model_data(model, data, "data")  # 0/1, or real for a Gaussian visible layer
     n_chains = check_positive_int(n_chains, "n_chains")
     chains_per_batch = check_positive_int(chains_per_batch, "chains_per_batch")
-    transition = operators.resolve(operator)
-    generator = resolve_generator(generator, model.device)
-    schedule_info = resolve_schedule(
+    start = start_annealing(
         model,
-        schedule,
-        n_temperatures,
-        operator=transition,
+        schedule=schedule,
+        n_temperatures=n_temperatures,
+        operator=operator,
         generator=generator,
         decelerate=decelerate,
-        options=schedule_options,
+        schedule_options=schedule_options,
     )
-    warn_if_uniform_base(model)
+    schedule_info = start.schedule_info
 
-    refresh = reads_current_state(transition)
     examples_per_batch = max(1, chains_per_batch // n_chains)
     increments = torch.cat(
         [
             _reverse_anneal(
                 model,
-                transition,
+                start.transition,
                 schedule_info.betas,
                 batch,
                 n_chains=n_chains,
-                refresh=refresh,
-                generator=generator,
+                refresh=start.refresh,
+                generator=start.generator,
             )
             for batch in torch.split(data, examples_per_batch)
         ]
@@ -226,7 +222,7 @@ def raise_log_likelihood(
         log_weights=log_weights,
         log_f=log_f,
         schedule_info=schedule_info,
-        operator=str(getattr(transition, "name", type(transition).__name__)),
+        operator=operator_name(start.transition),
         n_chains=n_chains,
         cost_sweeps=data.shape[0] * n_chains * schedule_info.n_temperatures + schedule_info.cost_sweeps,
     )
@@ -268,21 +264,13 @@ def _reverse_anneal(
     return increments.cpu()
 
 
+#: The options :func:`raise_log_z` passes on: every parameter of :func:`raise_log_likelihood`
+#: after the model and the data, with the same defaults.
+RAISE_OPTIONS = tuple(inspect.signature(raise_log_likelihood).parameters)[2:]
+
+
 @register_estimator("raise")
-def raise_log_z(
-    model: TemperedModel,
-    *,
-    data: Any = None,
-    n_chains: int = 10,
-    n_temperatures: int | None = None,
-    schedule: str | Tensor | Sequence[float] = "sm08",
-    operator: str | Operator = "gibbs",
-    generator: torch.Generator | int | None = None,
-    decelerate: float | None = None,
-    schedule_options: Mapping[str, Any] | None = None,
-    chains_per_batch: int = 16_384,
-    **unknown: Any,
-) -> LogZEstimate:
+def raise_log_z(model: TemperedModel, *, data: Any = None, **options: Any) -> LogZEstimate:
     """Upward-biased ``log Z`` from RAISE on held-out data (the RTS paper's construction).
 
     ``log Ẑ = mean_n [log f(v_n) − log p̂(v_n)]`` with ``p̂`` from
@@ -296,8 +284,10 @@ def raise_log_z(
     data : Tensor or array, shape (n_examples, n_visible), values 0/1
         Required: held-out examples (ideally typical of the model). Cost is
         ``n_examples·n_chains·K`` sweeps.
-    n_chains, n_temperatures, schedule, operator, generator, decelerate, schedule_options, chains_per_batch
-        As for :func:`raise_log_likelihood`.
+    **options
+        ``n_chains``, ``n_temperatures``, ``schedule``, ``operator``, ``generator``,
+        ``decelerate``, ``schedule_options``, ``chains_per_batch``: as for
+        :func:`raise_log_likelihood`, with its defaults (:data:`RAISE_OPTIONS`).
 
     Returns
     -------
@@ -306,27 +296,16 @@ def raise_log_z(
         examples, which contains both the chains' noise and the spread between examples
         (with one example, that example's delta-method error); ``info`` a :class:`RAISEResult`.
     """
+    unknown = sorted(set(options) - set(RAISE_OPTIONS))
     if unknown:
         raise ValidationError(
-            f"unknown RAISE option(s) {', '.join(sorted(unknown))}; RAISE takes data, n_chains, n_temperatures, "
-            "schedule, operator, generator, decelerate, schedule_options, chains_per_batch"
+            f"unknown RAISE option(s) {', '.join(unknown)}; RAISE takes data, {', '.join(RAISE_OPTIONS)}"
         )
     if data is None:
         raise ValidationError(
             "RAISE estimates log Z from held-out examples: pass data= (shape (n_examples, n_visible), 0/1)"
         )
-    result = raise_log_likelihood(
-        model,
-        data,
-        n_chains=n_chains,
-        n_temperatures=n_temperatures,
-        schedule=schedule,
-        operator=operator,
-        generator=generator,
-        decelerate=decelerate,
-        schedule_options=schedule_options,
-        chains_per_batch=chains_per_batch,
-    )
+    result = raise_log_likelihood(model, data, **options)
     per_example = result.log_z_per_example
     n_examples = per_example.numel()
     stderr = float(per_example.std() / math.sqrt(n_examples)) if n_examples > 1 else float(result.stderrs[0])

@@ -57,12 +57,11 @@ from boltzlab.estimators.rts_stages import (
     sandwich_covariance,
     stage_log_likelihood,
 )
-from boltzlab.estimators.tempered_budget import estimate_with_budget
+from boltzlab.estimators.tempered_budget import UNIT_ERRORS, estimate_with_budget, long_run_batches
 from boltzlab.estimators.tempered_checks import group_standard_error
 from boltzlab.estimators.tempered_levels import PSEUDO_COUNT, rts_log_z, stopping_statistic, validated_choice
 from boltzlab.estimators.tempered_samples import TemperedSamples
 from boltzlab.models.base import TemperedModel
-from boltzlab.validation import check_positive_int
 
 __all__ = [
     "RTSInfo",
@@ -79,9 +78,7 @@ __all__ = [
 ]
 
 COMBINES = ("last", "all")
-ERRORS = ("chains", "batch-means")
 STATISTICS = ("rb", "counts")
-DEFAULT_BATCHES = 10
 #: Variance (nats²) TS adds per empty level read by eq. 9: ±2 s.e. span the pseudo-count (0.1)
 #: to the 3 counts a 95% upper bound allows after seeing none.
 EMPTY_LEVEL_VARIANCE = (math.log(3.0 / PSEUDO_COUNT) / 2.0) ** 2
@@ -216,7 +213,7 @@ def _rts_estimate(
     """:func:`rts_from_samples`; ``fallback=False`` skips the chain-group error bar (used by it)."""
     statistic = validated_choice(statistic, STATISTICS, "statistic")
     combine = validated_choice(combine, COMBINES, "combine")
-    error = validated_choice(error, ERRORS, "error")
+    error = validated_choice(error, UNIT_ERRORS, "error")
     n_stages = samples.stage_log_z_hat.shape[0]
     stages = list(range(n_stages)) if combine == "all" else [n_stages - 1]
     blocks = [b for b in range(samples.block_stage.numel()) if int(samples.block_stage[b]) in stages]
@@ -373,11 +370,9 @@ def _estimate(
     n_batches: int | None,
     options: dict[str, Any],
 ) -> LogZEstimate:
-    error = validated_choice(error, ERRORS, "error")
+    error = validated_choice(error, UNIT_ERRORS, "error")
     combine = validated_choice(combine, COMBINES, "combine")
-    if n_batches is None:
-        n_batches = DEFAULT_BATCHES if error == "batch-means" else 1
-    n_batches = check_positive_int(n_batches, "n_batches")
+    n_batches = long_run_batches(error, n_batches)
     return estimate_with_budget(
         model,
         method,

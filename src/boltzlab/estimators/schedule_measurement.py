@@ -16,13 +16,14 @@ import torch
 from torch import Tensor
 
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.annealing import add_log_f_increment_, reads_current_state, redraw_summed_group
+from boltzlab.estimators.annealing import add_log_f_increment_, reads_current_state
 from boltzlab.estimators.schedules import (
     linear,
 )
 from boltzlab.models.base import MarginalTerms, TemperedModel, path_derivative
 from boltzlab.numerics import log_ess
 from boltzlab.operators.base import Operator
+from boltzlab.tempering.placement import anneal_and_measure
 
 __all__ = [
     "Measurement",
@@ -96,36 +97,31 @@ def pilot_measurement(
     """Pilot AIS on the linear schedule measuring g at every β of it (§5.4, step 1).
 
     The chains follow AIS exactly (the same increments and, for state-dependent operators,
-    the same redraw of the summed-out layer); only the weighted variance is added.
+    the same redraw of the summed-out layer); only the weighted variance is added. The run is
+    the ladder pilots' (:func:`~boltzlab.tempering.placement.anneal_and_measure`) on
+    :func:`~boltzlab.estimators.schedules.linear`'s grid.
     """
     grid = linear(n_temperatures)
-    values = grid.tolist()
-    # β as device tensors sliced from one copy: a Python float turned into a tensor on an
-    # accelerator would be a blocking host-to-device copy per temperature.
-    betas_on_device = grid.to(device=model.device, dtype=model.dtype)
-    betas64_on_device = grid.to(device=model.device)
-    refresh = reads_current_state(transition)
-    chains = model.init_chains(n_chains, generator=generator)
-    log_weights = torch.zeros(n_chains, dtype=torch.float64, device=model.device)
-    results = torch.empty(n_temperatures + 1, 3, dtype=torch.float64, device=model.device)
-    for k in range(n_temperatures + 1):
-        terms = model.marginal_terms(chains.layers)
-        if k > 0:
-            add_log_f_increment_(log_weights, terms, values[k - 1], values[k])
-        weights = torch.softmax(log_weights, 0)
-        results[k, :2] = weighted_variance(weights, terms, betas64_on_device[k], statistic)
-        results[k, 2] = log_ess(log_weights)
-        if 0 < k < n_temperatures:
-            chains = chains.with_beta(betas_on_device[k])
-            if refresh:
-                chains = redraw_summed_group(model, chains, terms, values[k], generator)
-            chains, _ = transition.step(model, chains, generator=generator, terms=terms)
-    results = results.cpu()
+
+    def measure(weights: Tensor, log_weights: Tensor, terms: MarginalTerms, beta: Tensor) -> Tensor:
+        # [ĝ, se(ĝ), log ESS]; the ESS from the log-weights, as AIS's trace computes it.
+        return torch.cat([weighted_variance(weights, terms, beta, statistic), log_ess(log_weights)[None]])
+
+    measured = anneal_and_measure(
+        model,
+        transition,
+        grid,
+        measure,
+        n_chains=n_chains,
+        generator=generator,
+        increment=add_log_f_increment_,
+        redraw=reads_current_state(transition),
+    )
     return Measurement(
         knots=grid,
-        g_hat=results[:, 0].clone(),
-        g_stderr=results[:, 1].clone(),
-        log_ess=results[:, 2].clone(),
+        g_hat=measured[:, 0].clone(),
+        g_stderr=measured[:, 1].clone(),
+        log_ess=measured[:, 2].clone(),
         cost_sweeps=n_chains * max(n_temperatures - 1, 0),
     )
 

@@ -43,12 +43,15 @@ from boltzlab.rng import resolve_generator
 from boltzlab.validation import check_positive_int
 
 __all__ = [
+    "DEFAULT_BATCHES",
     "DEFAULT_MAX_SWEEPS",
     "DEFAULT_N_SWEEPS",
+    "UNIT_ERRORS",
     "USER_SAMPLING_OPTIONS",
     "BudgetRound",
     "TemperedBudget",
     "estimate_with_budget",
+    "long_run_batches",
 ]
 
 #: Long-run sweeps per chain of round 0 (the paper's 1,000).
@@ -57,6 +60,10 @@ DEFAULT_N_SWEEPS = 1000
 #: rounds of 1,000, 2,000, 4,000 and 8,000 long-run sweeps after up to 500 initial ones.
 DEFAULT_MAX_SWEEPS = 16_000
 DEFAULT_LEVELS = 100
+#: Units of a tempered estimate's error bar: independent chains, or (batch, chain) pairs.
+UNIT_ERRORS = ("chains", "batch-means")
+#: Batches of the long run for ``error="batch-means"`` when the caller gives none.
+DEFAULT_BATCHES = 10
 
 # Options of collect_tempered_samples a user may pass through an estimator; the record_*
 # switches are the estimator's business.
@@ -190,6 +197,26 @@ def _resolve_ladder(
     if options.get("initial_log_z") is None:
         options["initial_log_z"] = placed.initial_log_z
     return "adaptive", placed
+
+
+def long_run_batches(error: str, n_batches: int | None) -> int:
+    """Batches to collect the long run in: ``n_batches`` checked, or its default for ``error``.
+
+    Parameters
+    ----------
+    error : {"chains", "batch-means"}
+        Already checked against :data:`UNIT_ERRORS`.
+    n_batches : int, optional
+        By default 1, or :data:`DEFAULT_BATCHES` for ``"batch-means"`` (whose units are
+        (batch, chain) pairs).
+
+    Returns
+    -------
+    int
+    """
+    if n_batches is None:
+        n_batches = DEFAULT_BATCHES if error == "batch-means" else 1
+    return check_positive_int(n_batches, "n_batches")
 
 
 def estimate_with_budget(

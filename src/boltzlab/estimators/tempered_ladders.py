@@ -9,11 +9,12 @@ the thermodynamic length ``Λ(β) = ∫_0^β √g`` therefore give every pair of
 same overlap (the equal-acceptance ladder of parallel tempering, Syed et al. 2022, to the
 same order): dense where the energy variance peaks, sparse where nothing happens.
 
-**The pilot** (:func:`pilot_anneal`) is a short AIS run on a fine linear grid. It measures
-``ĝ(β)`` from the importance-weighted chains (as VAROPT's pilot) and, at no extra cost, the
-running AIS estimate of ``log Z(β)`` at every grid point. The second is what the tempered
-sampler needs most: its level weights ``log Ẑ_k`` start there instead of at 0, so its
-initial iterations refine an estimate a few nats off at worst instead of discovering one
+**The pilot** (:func:`pilot_anneal`) is a short AIS run on a fine linear grid: the samplers'
+pilot (:func:`boltzlab.tempering.placement.pilot_anneal`) with AIS's increments and redraw.
+It measures ``ĝ(β)`` from the importance-weighted chains (as VAROPT's pilot) and, at no extra
+cost, the running AIS estimate of ``log Z(β)`` at every grid point. The second is what the
+tempered sampler needs most: its level weights ``log Ẑ_k`` start there instead of at 0, so
+its initial iterations refine an estimate a few nats off at worst instead of discovering one
 hundreds of nats off. On a 784×20 Fashion-MNIST RBM trained with CD-1, starting from zeros
 left the lowest levels unvisited and RTS 3.2 nats high; from the pilot it was within 0.01
 (docs/trust.md, "Measurements").
@@ -25,7 +26,6 @@ has missed mass (:func:`boltzlab.estimators.tempered_checks.check_pilot_bound`).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,41 +35,15 @@ from torch import Tensor
 from boltzlab import operators
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.adaptive_schedules import schedule_from_g, smooth_g
-from boltzlab.estimators.annealing import add_log_f_increment_, reads_current_state, redraw_summed_group
-from boltzlab.models.base import TemperedModel, path_derivative
+from boltzlab.estimators.annealing import add_log_f_increment_, reads_current_state
+from boltzlab.models.base import TemperedModel
 from boltzlab.operators.base import Operator
-from boltzlab.rng import resolve_generator
+from boltzlab.tempering import placement
 from boltzlab.tempering.ladders import Ladder
+from boltzlab.tempering.placement import LadderPilot
 from boltzlab.validation import check_positive_int
 
 __all__ = ["LadderPilot", "PlacedLadder", "adaptive_ladder", "pilot_anneal"]
-
-
-@dataclass(frozen=True)
-class LadderPilot:
-    """What the pilot annealing run measured on its linear grid.
-
-    Attributes
-    ----------
-    grid : Tensor, shape (n + 1,), float64
-        ``0, 1/n, …, 1``.
-    log_z : Tensor, shape (n + 1,), float64
-        Running AIS estimate of ``log Z(β)`` (log mean of the partial weights), nats.
-    g_hat : Tensor, shape (n + 1,), float64
-        Importance-weighted variance of the path derivative, ``ĝ(β)`` (nats²).
-    log_ess : Tensor, shape (n + 1,), float64
-        Log of Kish's effective sample size of the weights at each grid point.
-    n_chains : int
-    cost_sweeps : int
-        Chain-sweeps spent.
-    """
-
-    grid: Tensor
-    log_z: Tensor
-    g_hat: Tensor
-    log_ess: Tensor
-    n_chains: int
-    cost_sweeps: int
 
 
 @dataclass(frozen=True)
@@ -109,8 +83,8 @@ def pilot_anneal(
 ) -> LadderPilot:
     """A short AIS run on the linear grid measuring ``ĝ(β)`` and ``log Z(β)`` at every point.
 
-    The chains follow AIS exactly (same increments and, for state-dependent operators, the
-    same redraw of the summed-out layer as :func:`boltzlab.estimators.ais.ais`).
+    The chains follow AIS exactly (same increments and, for state-dependent operators only,
+    the same redraw of the summed-out layer as :func:`boltzlab.estimators.ais.ais`).
 
     Parameters
     ----------
@@ -126,42 +100,15 @@ def pilot_anneal(
     -------
     LadderPilot
     """
-    n_chains = check_positive_int(n_chains, "pilot_chains")
-    n_temperatures = check_positive_int(n_temperatures, "pilot_temperatures")
     transition = operators.resolve(operator)
-    generator = resolve_generator(generator, model.device)
-    grid = torch.linspace(0.0, 1.0, n_temperatures + 1, dtype=torch.float64)
-    grid[-1] = 1.0
-    values = grid.tolist()
-    betas_model = grid.to(device=model.device, dtype=model.dtype)
-    betas64 = grid.to(model.device)
-    refresh = reads_current_state(transition)
-    chains = model.init_chains(n_chains, generator=generator)
-    log_weights = torch.zeros(n_chains, dtype=torch.float64, device=model.device)
-    results = torch.empty(n_temperatures + 1, 3, dtype=torch.float64, device=model.device)
-    for k in range(n_temperatures + 1):
-        terms = model.marginal_terms(chains.layers)
-        if k > 0:
-            add_log_f_increment_(log_weights, terms, values[k - 1], values[k])
-        weights = torch.softmax(log_weights, 0)
-        derivative = path_derivative(terms, betas64[k])
-        centred = derivative - (weights * derivative).sum()
-        results[k, 0] = torch.logsumexp(log_weights, 0) - math.log(n_chains)
-        results[k, 1] = (weights * centred * centred).sum()
-        results[k, 2] = -torch.log((weights * weights).sum())
-        if 0 < k < n_temperatures:
-            chains = chains.with_beta(betas_model[k])
-            if refresh:
-                chains = redraw_summed_group(model, chains, terms, values[k], generator)
-            chains, _ = transition.step(model, chains, generator=generator, terms=terms)
-    results = results.cpu()
-    return LadderPilot(
-        grid=grid,
-        log_z=results[:, 0].clone(),
-        g_hat=results[:, 1].clone(),
-        log_ess=results[:, 2].clone(),
+    return placement.pilot_anneal(
+        model,
+        transition,
         n_chains=n_chains,
-        cost_sweeps=n_chains * max(n_temperatures - 1, 0),
+        n_temperatures=n_temperatures,
+        generator=generator,
+        increment=add_log_f_increment_,
+        redraw=reads_current_state(transition),
     )
 
 

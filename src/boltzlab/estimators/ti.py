@@ -48,11 +48,10 @@ from torch import Tensor
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.registry import register_estimator
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.tempered_budget import estimate_with_budget
+from boltzlab.estimators.tempered_budget import UNIT_ERRORS, estimate_with_budget, long_run_batches
 from boltzlab.estimators.tempered_levels import validated_choice
 from boltzlab.estimators.tempered_samples import TemperedSamples
 from boltzlab.models.base import TemperedModel
-from boltzlab.validation import check_positive_int
 
 __all__ = [
     "TIInfo",
@@ -67,8 +66,6 @@ __all__ = [
 ]
 
 RULES = ("trapezoid", "riemann")
-ERRORS = ("chains", "batch-means")
-DEFAULT_BATCHES = 10
 
 
 @dataclass(frozen=True)
@@ -273,21 +270,7 @@ def ti_from_samples(
 
     ``samples`` must have been collected with ``record_derivatives=True``.
     """
-    rule = validated_choice(rule, RULES, "rule")
-    error = validated_choice(error, ERRORS, "error")
-    if samples.derivative_sums is None:
-        raise ValidationError(
-            "these samples hold no binned path derivatives; collect them with record_derivatives=True"
-        )
-    counts = samples.level_counts[samples.n_initial_iterations :].to(torch.float64)
-    return _integrate(
-        samples,
-        _long_run_units(samples, samples.derivative_sums, error),
-        _long_run_units(samples, counts, error),
-        rule=rule,
-        rao_blackwellized=False,
-        error=error,
-    )
+    return _from_samples(samples, rule=rule, error=error, rao_blackwellized=False)
 
 
 def ti_rb_from_samples(
@@ -297,19 +280,33 @@ def ti_rb_from_samples(
 
     ``samples`` must have been collected with ``record_weighted_derivatives=True``.
     """
+    return _from_samples(samples, rule=rule, error=error, rao_blackwellized=True)
+
+
+def _from_samples(
+    samples: TemperedSamples, *, rule: str, error: str, rao_blackwellized: bool
+) -> LogZEstimate:
+    """TI (derivatives binned by drawn level, weight 1) or TI-RB (every level, weight ``q(β_k | x)``)."""
     rule = validated_choice(rule, RULES, "rule")
-    error = validated_choice(error, ERRORS, "error")
-    if samples.weighted_derivative_sums is None:
+    error = validated_choice(error, UNIT_ERRORS, "error")
+    long_run = slice(samples.n_initial_iterations, None)
+    # Each unit's sums of w·s and of w per level: w = q(β_k | x) (TI-RB) or the level drawn (TI).
+    if rao_blackwellized:
+        sums, what, switch = samples.weighted_derivative_sums, "weighted", "record_weighted_derivatives"
+        weights = samples.log_probability_sums[long_run].exp()
+    else:
+        sums, what, switch = samples.derivative_sums, "binned", "record_derivatives"
+        weights = samples.level_counts[long_run].to(torch.float64)
+    if sums is None:
         raise ValidationError(
-            "these samples hold no weighted path derivatives; collect them with record_weighted_derivatives=True"
+            f"these samples hold no {what} path derivatives; collect them with {switch}=True"
         )
-    weights = samples.log_probability_sums[samples.n_initial_iterations :].exp()
     return _integrate(
         samples,
-        _long_run_units(samples, samples.weighted_derivative_sums, error),
+        _long_run_units(samples, sums, error),
         _long_run_units(samples, weights, error),
         rule=rule,
-        rao_blackwellized=True,
+        rao_blackwellized=rao_blackwellized,
         error=error,
     )
 
@@ -325,10 +322,8 @@ def _estimate(
     options: dict[str, Any],
 ) -> LogZEstimate:
     rule = validated_choice(rule, RULES, "rule")
-    error = validated_choice(error, ERRORS, "error")
-    if n_batches is None:
-        n_batches = DEFAULT_BATCHES if error == "batch-means" else 1
-    n_batches = check_positive_int(n_batches, "n_batches")
+    error = validated_choice(error, UNIT_ERRORS, "error")
+    n_batches = long_run_batches(error, n_batches)
     rao_blackwellized = method == "ti-rb"
     from_samples = ti_rb_from_samples if rao_blackwellized else ti_from_samples
     return estimate_with_budget(

@@ -50,7 +50,7 @@ from torch import Tensor
 
 from boltzlab import operators
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.annealing import check_finite_log_weights, reads_current_state
+from boltzlab.estimators.annealing import check_finite_log_weights, operator_name, reads_current_state
 from boltzlab.estimators.registry import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.trajectory_path import (
@@ -419,7 +419,7 @@ def trajectory_ais(
     transition = operators.resolve(operator)
     kernel = Kernel(transition, n_sweeps, reads_current_state(transition))
     generator = resolve_generator(generator, model.device)
-    operator_name = str(getattr(transition, "name", type(transition).__name__))
+    transition_name = operator_name(transition)
     if trajectory.n_points == 1:  # the model is its own zero-weight anchor: log Z is known exactly
         return LogZEstimate(log_z=trajectory.anchor_log_z, stderr=0.0, method="trajectory-ais", info=None)
 
@@ -466,7 +466,7 @@ def trajectory_ais(
         appended_model=appended,
         candidates=candidates,
         log_ess_trace=trace,
-        operator=operator_name,
+        operator=transition_name,
         n_chains=n_chains,
         n_sweeps=n_sweeps,
         n_distributions=n_increments + 1,

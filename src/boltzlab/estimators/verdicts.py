@@ -14,7 +14,7 @@ when the caller gives it (``check_data=``), from the base otherwise.
   as the budget loop last ran them (:mod:`boltzlab.estimators.tempered_budget`), and for MBAR
   the overlap of neighbouring levels; whether the initial iterations met their stopping rule
   and whether the budget ran out are notes;
-- binary RBMs, any method: not below the certified lower bound by more than 4 s.e.
+- binary RBMs, any method: not below the certified lower bound by more than 3 s.e.
 """
 
 from __future__ import annotations

@@ -35,9 +35,11 @@ from boltzlab.numerics import softplus
 __all__ = [
     "MarginalTerms",
     "TemperedModel",
+    "chains_at",
     "log_f_marginal",
     "log_f_marginal_all",
     "path_derivative",
+    "tempered_log_f",
 ]
 
 
@@ -77,6 +79,33 @@ def all_ones(beta: Tensor) -> bool:
     on an accelerator it would force a device synchronisation, so the multiply is done.
     """
     return beta.device.type == "cpu" and bool(torch.all(beta == 1))
+
+
+def tempered_log_f(energy: Tensor, log_p1: Tensor, beta: Tensor | float) -> Tensor:
+    """The geometric path ``−β·E(x) + (1 − β)·log p1(x)``; float64, shape ``(n,)``.
+
+    Parameters
+    ----------
+    energy : Tensor, shape (n,), float64
+        ``E(x)`` of the target.
+    log_p1 : Tensor, shape (n,), float64
+        ``log p1(x)`` of the normalised base, in nats.
+    beta : float or Tensor of shape (n,)
+        One inverse temperature for all states, or one per state.
+    """
+    beta_t = torch.as_tensor(beta, dtype=torch.float64, device=log_p1.device)
+    return -beta_t * energy + (1.0 - beta_t) * log_p1
+
+
+def chains_at(layers: tuple[Tensor, ...], beta: float) -> Chains:
+    """Chains holding ``layers`` (each ``(n_chains, size)``), every one labelled ``beta``.
+
+    β is stored in the layers' dtype and on their device, as :class:`Chains` expects.
+    """
+    first = layers[0]
+    return Chains(
+        layers=layers, beta=torch.full((first.shape[0],), float(beta), dtype=first.dtype, device=first.device)
+    )
 
 
 def log_f_marginal(terms: MarginalTerms, beta: Tensor | float) -> Tensor:

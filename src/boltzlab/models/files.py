@@ -1,8 +1,10 @@
-"""``save`` and ``load`` for the model classes, and the helpers their file kinds share.
+"""``save`` and ``load`` for the model classes, and each model's file kind.
 
 A model file is safetensors with a JSON metadata header (see :mod:`boltzlab.io`). Each model
-module registers its own kind with :func:`boltzlab.io.register_model_kind` and mixes in
-:class:`ModelFile` to read and write it; io itself knows no model class.
+module registers its own kind with :func:`boltzlab.io.register_model_kind` (one call, e.g.
+``register_model_kind(dbm_kind(DBM))``) and mixes in :class:`ModelFile` to read and write
+it; io itself knows no model class. The kinds are built here, from the class they are given,
+so what a file holds and how a model is rebuilt from it sit in one place for every model.
 """
 
 from __future__ import annotations
@@ -15,9 +17,22 @@ import torch
 from torch import Tensor, nn
 
 from boltzlab.errors import ValidationError
-from boltzlab.io import load_model, save_model
+from boltzlab.io import ModelKind, load_model, save_model
 
-__all__ = ["ModelFile", "attribute_tensors", "bipartite_expected_shapes", "build_bipartite", "copy_buffers"]
+__all__ = [
+    "ModelFile",
+    "attribute_tensors",
+    "bipartite_expected_shapes",
+    "build_bipartite",
+    "copy_buffers",
+    "dbm_expected_shapes",
+    "dbm_kind",
+    "gaussian_rbm_kind",
+    "rbm_kind",
+]
+
+# The parameters every two-layer model file holds, before its kind's own buffers.
+_BIPARTITE_PARAMETERS = ("weights", "visible_bias", "hidden_bias")
 
 
 class ModelFile:
@@ -107,3 +122,114 @@ def bipartite_expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, t
         "hidden_bias": (n_hidden,),
         "base_logits": (n_visible,),
     }
+
+
+# ---------------------------------------------------------------------------- two-layer kinds
+def _bipartite_kind(
+    name: str,
+    model_class: type[Any],
+    buffers: tuple[str, ...],
+    expected_shapes: Callable[[dict[str, tuple[int, ...]]], dict[str, tuple[int, ...]]],
+    check: Callable[[dict[str, Tensor]], None] | None = None,
+) -> ModelKind:
+    """A two-layer kind: weights, biases and ``buffers``, rebuilt by :func:`build_bipartite`.
+
+    ``check(tensors)``, when given, refuses a file's tensors before the model is built.
+    """
+
+    def build(tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.device) -> Any:
+        if check is not None:
+            check(tensors)
+        return build_bipartite(model_class, tensors, buffers, dtype=dtype, device=device)
+
+    return ModelKind(
+        name=name,
+        model_class=model_class,
+        tensors=attribute_tensors(*_BIPARTITE_PARAMETERS, *buffers),
+        expected_shapes=expected_shapes,
+        build=build,
+    )
+
+
+def rbm_kind(model_class: type[Any]) -> ModelKind:
+    """The ``"rbm"`` file kind: weights, biases and ``base_logits``, rebuilt as ``model_class``."""
+    return _bipartite_kind("rbm", model_class, ("base_logits",), bipartite_expected_shapes)
+
+
+def gaussian_rbm_kind(model_class: type[Any]) -> ModelKind:
+    """The ``"gaussian-rbm"`` file kind: an RBM's tensors with ``log σ`` and the Gaussian base.
+
+    ``base_logits`` gives way to ``log_std``, ``base_mean`` and ``base_std``, each of shape
+    ``(n_visible,)``; a file whose ``base_std`` is not positive everywhere is refused.
+    """
+    buffers = ("log_std", "base_mean", "base_std")
+
+    def expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+        expected = bipartite_expected_shapes(shapes)
+        del expected["base_logits"]
+        expected.update(dict.fromkeys(buffers, expected["visible_bias"]))
+        return expected
+
+    def check_base_std(tensors: dict[str, Tensor]) -> None:
+        if not bool((tensors["base_std"] > 0).all()):
+            raise ValidationError("tensor 'base_std' must be positive in every unit")
+
+    return _bipartite_kind("gaussian-rbm", model_class, buffers, expected_shapes, check_base_std)
+
+
+# ---------------------------------------------------------------------------- the DBM kind
+def _dbm_tensors(model: Any) -> dict[str, Tensor]:
+    tensors = {f"weights.{index}": matrix for index, matrix in enumerate(model.weights)}
+    tensors.update({f"biases.{index}": vector for index, vector in enumerate(model.biases)})
+    tensors["base_logits"] = model.base_logits
+    return tensors
+
+
+def dbm_expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """Names and shapes of a DBM file, ``weights.0, weights.1, …``, ``biases.0, …``, ``base_logits``.
+
+    The number of layers is read from the file: ``weights.0, weights.1, …`` up to the first
+    gap (a later stray ``weights.k`` is then reported as unexpected by the caller).
+    ``ValueError`` when fewer than two weight matrices are found or one is malformed.
+    """
+    n_weights = 0
+    while f"weights.{n_weights}" in shapes:
+        shape = shapes[f"weights.{n_weights}"]
+        if len(shape) != 2 or min(shape) < 1:
+            raise ValueError(
+                f"tensor 'weights.{n_weights}' has shape {shape}, expected "
+                f"(n_{n_weights}, n_{n_weights + 1}), both positive"
+            )
+        n_weights += 1
+    if n_weights < 2:
+        raise ValueError(
+            f"a DBM needs tensors 'weights.0' and 'weights.1' (L >= 2 hidden layers), found {n_weights}"
+        )
+    sizes = [shapes["weights.0"][0], *(shapes[f"weights.{index}"][1] for index in range(n_weights))]
+    expected = {f"weights.{index}": (sizes[index], sizes[index + 1]) for index in range(n_weights)}
+    expected.update({f"biases.{index}": (size,) for index, size in enumerate(sizes)})
+    expected["base_logits"] = (sizes[0],)
+    return expected
+
+
+def dbm_kind(model_class: type[Any]) -> ModelKind:
+    """The ``"dbm"`` file kind: one tensor per weight matrix and bias vector, and ``base_logits``."""
+
+    def build(tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.device) -> Any:
+        n_weights = sum(name.startswith("weights.") for name in tensors)
+        model = model_class(
+            weights=[tensors[f"weights.{index}"] for index in range(n_weights)],
+            biases=[tensors[f"biases.{index}"] for index in range(n_weights + 1)],
+            dtype=dtype,
+            device=device,
+        )
+        copy_buffers(model, tensors, ("base_logits",), dtype=dtype, device=device)
+        return model
+
+    return ModelKind(
+        name="dbm",
+        model_class=model_class,
+        tensors=_dbm_tensors,
+        expected_shapes=dbm_expected_shapes,
+        build=build,
+    )

@@ -37,14 +37,10 @@ so ``v_i | h ~ N(η_i/λ_i, 1/λ_i)`` — at β = 1 the usual ``N(b_i + σ_i (Wh
 :meth:`GaussianRBM.sample_conditional` (``layer_kinds = ("gaussian", "binary")``, see
 :mod:`boltzlab.operators.base`); the binary hidden layer is updated by the operator's own rule.
 
-**Exact log Z(β)** for small ``J``: for each ``h`` the integral over ``v`` is Gaussian,
-``∫ exp(−λv²/2 + ηv) dv = √(2π/λ)·exp(η²/(2λ))``, so
-
-    log f_β(h) = β c·h − (1 − β) J log 2 + Σ_i [η_i(h)²/(2λ_i) + ½ log(2π/λ_i)
-                 − β b_i²/(2σ_i²) − (1 − β)(μ_i²/(2s_i²) + ½ log 2π s_i²)],
-
-a quadratic form in ``h``; :meth:`GaussianRBM.enumerate_log_f` sums it over the ``2^J``
-hidden states, which makes :func:`boltzlab.exact_log_z` work.
+**Exact log Z(β)** for small ``J``: for each ``h`` the integral over ``v`` is Gaussian, so
+``log f_β(h)`` is a quadratic form in ``h``; :mod:`boltzlab.models.gaussian_rbm_exact` holds
+it, and :meth:`GaussianRBM.enumerate_log_f` sums it over the ``2^J`` hidden states, which
+makes :func:`boltzlab.exact_log_z` work.
 """
 
 from __future__ import annotations
@@ -58,19 +54,22 @@ import torch
 from torch import Tensor, nn
 
 from boltzlab.errors import ValidationError
-from boltzlab.io import ModelKind, register_model_kind
-from boltzlab.models.base import MarginalTerms, all_ones, log_f_marginal
-from boltzlab.models.bipartite import BipartiteModel, check_finite, initial_weights, parameter_vector
-from boltzlab.models.files import attribute_tensors, bipartite_expected_shapes, build_bipartite
-from boltzlab.models.rbm import all_binary_states
+from boltzlab.io import register_model_kind
+from boltzlab.models.base import MarginalTerms, all_ones, log_f_marginal, tempered_log_f
+from boltzlab.models.bipartite import BipartiteModel
+from boltzlab.models.files import gaussian_rbm_kind
+from boltzlab.models.gaussian_rbm_exact import (
+    GaussianParameters64,
+    enumerate_hidden_log_f,
+    hidden_quadratic_form,
+)
+from boltzlab.models.parameters import check_dtype
 from boltzlab.rng import resolve_generator, sample_bernoulli
-from boltzlab.validation import as_real_tensor, check_positive_int, require
+from boltzlab.validation import as_real_tensor, require
 
 __all__ = ["GaussianConditional", "GaussianRBM", "as_real_tensor"]
 
 _FLOAT_DTYPES = (torch.float32, torch.float64)
-# Exact enumeration of the hidden layer: 2^30 states is already minutes of work.
-_MAX_ENUMERATED_HIDDEN = 30
 _HIDDEN_MODES = ("probability", "sample", "threshold")
 
 
@@ -94,23 +93,6 @@ class GaussianConditional:
         mean, std = self.mean.to(torch.float64), self.std.to(torch.float64)
         z = (v.to(torch.float64) - mean) / std
         return -(0.5 * z.square() + torch.log(std) + 0.5 * math.log(2.0 * math.pi)).sum(1)
-
-
-@dataclass(frozen=True, slots=True)
-class _Float64Parameters:
-    """The parameters in float64 (detached): what exact computations read."""
-
-    weights: Tensor  # W, (D, J)
-    visible_bias: Tensor  # b, (D,)
-    hidden_bias: Tensor  # c, (J,)
-    std: Tensor  # σ, (D,)
-    base_mean: Tensor  # μ, (D,)
-    base_std: Tensor  # s, (D,)
-
-    @property
-    def scaled_weights(self) -> Tensor:
-        """``W_ij / σ_i``: the coupling of ``v`` to ``h``; shape (D, J)."""
-        return self.weights / self.std[:, None]
 
 
 class GaussianRBM(BipartiteModel, nn.Module):
@@ -179,20 +161,19 @@ class GaussianRBM(BipartiteModel, nn.Module):
         weight_std: float = 0.01,
     ) -> None:
         super().__init__()
-        require(dtype in _FLOAT_DTYPES, f"dtype must be torch.float32 or torch.float64, got {dtype}")
         device = torch.device(device)
-        weights = initial_weights(
+        self._init_bipartite(
             n_visible,
             n_hidden,
             weights,
-            dtype=dtype,
+            visible_bias,
+            hidden_bias,
+            dtype=check_dtype(dtype, _FLOAT_DTYPES, described="torch.float32 or torch.float64"),
             device=device,
             generator=generator,
             weight_std=weight_std,
         )
-        n_visible, n_hidden = weights.shape
-        visible_bias = parameter_vector(visible_bias, n_visible, "visible_bias", dtype, device)
-        hidden_bias = parameter_vector(hidden_bias, n_hidden, "hidden_bias", dtype, device)
+        n_visible = self.n_visible
         std_t = torch.as_tensor(std, dtype=torch.float64)
         if std_t.dim() == 0:
             std_t = std_t.expand(n_visible)
@@ -204,19 +185,13 @@ class GaussianRBM(BipartiteModel, nn.Module):
             bool(torch.isfinite(std_t).all() and (std_t > 0).all()),
             "std must be positive and finite in every unit",
         )
-        check_finite({"weights": weights, "visible_bias": visible_bias, "hidden_bias": hidden_bias})
-        self.weights = nn.Parameter(weights)
-        self.visible_bias = nn.Parameter(visible_bias)
-        self.hidden_bias = nn.Parameter(hidden_bias)
         log_std = torch.log(std_t).to(device=device, dtype=dtype)
         if learn_std:
             self.log_std = nn.Parameter(log_std)
         else:
             self.register_buffer("log_std", log_std)
-        self.register_buffer("base_mean", visible_bias.detach().clone())
+        self.register_buffer("base_mean", self.visible_bias.detach().clone())
         self.register_buffer("base_std", std_t.to(device=device, dtype=dtype).clone())
-        self.base_fitted = False
-        self.metadata: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ properties
     @property
@@ -236,8 +211,8 @@ class GaussianRBM(BipartiteModel, nn.Module):
             f"learn_std={self.learn_std}, base={base}"
         )
 
-    def _float64(self) -> _Float64Parameters:
-        return _Float64Parameters(
+    def _float64(self) -> GaussianParameters64:
+        return GaussianParameters64(
             weights=self.weights.detach().to(torch.float64),
             visible_bias=self.visible_bias.detach().to(torch.float64),
             hidden_bias=self.hidden_bias.detach().to(torch.float64),
@@ -313,10 +288,8 @@ class GaussianRBM(BipartiteModel, nn.Module):
 
     def log_f(self, layers: tuple[Tensor, ...], beta: Tensor | float) -> Tensor:
         """Joint ``−βE(v,h) + (1−β)·log p1(v,h)``; float64, shape ``(n,)``."""
-        v = layers[0].to(torch.float64)
-        beta_t = torch.as_tensor(beta, dtype=torch.float64, device=v.device)
-        log_p1 = self._base_log_density(v) - self.n_hidden * math.log(2.0)
-        return -beta_t * self.energy(layers) + (1.0 - beta_t) * log_p1
+        log_p1 = self._base_log_density(layers[0].to(torch.float64)) - self.n_hidden * math.log(2.0)
+        return tempered_log_f(self.energy(layers), log_p1, beta)
 
     def marginal_terms(self, layers: tuple[Tensor, ...] | Tensor) -> MarginalTerms:
         """Summed-out pieces for visible states (``layers`` or just ``v``, shape ``(n, D)``).
@@ -349,33 +322,7 @@ class GaussianRBM(BipartiteModel, nn.Module):
         h : Tensor, shape (n, n_hidden), values 0/1
         beta : float in [0, 1], default 1
         """
-        quadratic = self._hidden_quadratic_form(float(beta))
-        h64 = h.to(torch.float64)
-        return quadratic.constant + h64 @ quadratic.linear + 0.5 * ((h64 @ quadratic.matrix) * h64).sum(1)
-
-    def _hidden_quadratic_form(self, beta: float) -> _QuadraticForm:
-        """``log f_β(h) = constant + linear·h + ½ hᵀ matrix h`` (module docstring), float64."""
-        p = self._float64()
-        scaled = p.scaled_weights
-        inverse_variance = p.std.reciprocal().square()
-        base_precision = p.base_std.reciprocal().square()
-        precision = beta * inverse_variance + (1.0 - beta) * base_precision  # λ, (D,)
-        eta0 = beta * p.visible_bias * inverse_variance + (1.0 - beta) * p.base_mean * base_precision
-        per_unit = (
-            eta0.square() / (2.0 * precision)
-            + 0.5 * torch.log(2.0 * math.pi / precision)
-            - beta * p.visible_bias.square() * inverse_variance * 0.5
-            - (1.0 - beta)
-            * (
-                p.base_mean.square() * base_precision * 0.5
-                + torch.log(p.base_std)
-                + 0.5 * math.log(2.0 * math.pi)
-            )
-        )
-        constant = per_unit.sum() - (1.0 - beta) * self.n_hidden * math.log(2.0)
-        linear = beta * p.hidden_bias + beta * (scaled.t() @ (eta0 / precision))
-        matrix = (beta * beta) * (scaled.t() @ (scaled / precision[:, None]))
-        return _QuadraticForm(constant=constant, linear=linear, matrix=matrix)
+        return hidden_quadratic_form(self._float64(), float(beta)).log_f(h.to(torch.float64))
 
     # ------------------------------------------------------------------ conditionals
     def conditional_logits(self, index: int, layers: tuple[Tensor, ...], beta: Tensor) -> Tensor:
@@ -490,58 +437,7 @@ class GaussianRBM(BipartiteModel, nn.Module):
         chunks of ``chunk_states`` (default about 32 MB of work space). The chunks'
         ``logsumexp`` is ``log Z(β)``.
         """
-        n_hidden = self.n_hidden
-        require(
-            n_hidden <= _MAX_ENUMERATED_HIDDEN,
-            f"exact enumeration needs n_hidden <= {_MAX_ENUMERATED_HIDDEN}, got {n_hidden}",
-        )
-        quadratic = self._hidden_quadratic_form(float(beta))
-        if chunk_states is None:
-            chunk_states = max(1, (1 << 22) // max(n_hidden, 1))
-        chunk_states = check_positive_int(chunk_states, "chunk_states")
-        total = 1 << n_hidden
-        for start in range(0, total, chunk_states):
-            h = all_binary_states(
-                n_hidden, start=start, stop=min(total, start + chunk_states), device=self.device
-            )
-            yield quadratic.constant + h @ quadratic.linear + 0.5 * ((h @ quadratic.matrix) * h).sum(1)
+        yield from enumerate_hidden_log_f(self._float64(), float(beta), chunk_states=chunk_states)
 
 
-@dataclass(frozen=True, slots=True)
-class _QuadraticForm:
-    """``log f_β(h) = constant + linear·h + ½ hᵀ matrix h``; float64."""
-
-    constant: Tensor  # 0-d
-    linear: Tensor  # (J,)
-    matrix: Tensor  # (J, J), symmetric
-
-
-# ---------------------------------------------------------------------------- model file kind
-_GAUSSIAN_RBM_BUFFERS = ("log_std", "base_mean", "base_std")
-
-
-def _gaussian_rbm_expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
-    expected = bipartite_expected_shapes(shapes)
-    del expected["base_logits"]
-    n_visible = expected["visible_bias"]
-    expected.update({"log_std": n_visible, "base_mean": n_visible, "base_std": n_visible})
-    return expected
-
-
-def _gaussian_rbm_build(
-    tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.device
-) -> GaussianRBM:
-    if not bool((tensors["base_std"] > 0).all()):
-        raise ValidationError("tensor 'base_std' must be positive in every unit")
-    return build_bipartite(GaussianRBM, tensors, _GAUSSIAN_RBM_BUFFERS, dtype=dtype, device=device)
-
-
-register_model_kind(
-    ModelKind(
-        name="gaussian-rbm",
-        model_class=GaussianRBM,
-        tensors=attribute_tensors("weights", "visible_bias", "hidden_bias", *_GAUSSIAN_RBM_BUFFERS),
-        expected_shapes=_gaussian_rbm_expected_shapes,
-        build=_gaussian_rbm_build,
-    )
-)
+register_model_kind(gaussian_rbm_kind(GaussianRBM))

@@ -19,7 +19,6 @@ smoothed data marginals), or uniform (``b^A = 0``: plain energy scaling).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,13 +26,14 @@ import torch
 from torch import Tensor, nn
 
 from boltzlab.errors import ValidationError
-from boltzlab.io import ModelKind, register_model_kind
+from boltzlab.io import register_model_kind
 from boltzlab.models.base import MarginalTerms, all_ones, log_f_marginal
-from boltzlab.models.bipartite import BipartiteModel, check_finite, initial_weights, parameter_vector
-from boltzlab.models.files import attribute_tensors, bipartite_expected_shapes, build_bipartite
+from boltzlab.models.base_rate import BaseRateModel
+from boltzlab.models.bipartite import BipartiteModel
+from boltzlab.models.files import rbm_kind
+from boltzlab.models.parameters import check_dtype
 from boltzlab.numerics import softplus
-from boltzlab.rng import sample_bernoulli
-from boltzlab.validation import as_binary_tensor, require
+from boltzlab.validation import require
 
 __all__ = ["RBM", "all_binary_states", "enumerate_softplus_sums"]
 
@@ -88,7 +88,7 @@ def enumerate_softplus_sums(
         yield softplus(inputs).sum(1) + low_linear + shift
 
 
-class RBM(BipartiteModel, nn.Module):
+class RBM(BaseRateModel, BipartiteModel, nn.Module):
     """A binary-binary RBM; parameters only, so ``torch.optim`` and ``state_dict`` work.
 
     Parameters
@@ -139,70 +139,23 @@ class RBM(BipartiteModel, nn.Module):
         weight_std: float = 0.01,
     ) -> None:
         super().__init__()
-        require(
-            dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16),
-            f"dtype must be a floating dtype, got {dtype}",
-        )
         device = torch.device(device)
-        weights = initial_weights(
+        self._init_bipartite(
             n_visible,
             n_hidden,
             weights,
-            dtype=dtype,
+            visible_bias,
+            hidden_bias,
+            dtype=check_dtype(dtype),
             device=device,
             generator=generator,
             weight_std=weight_std,
         )
-        n_visible, n_hidden = weights.shape
-        visible_bias = parameter_vector(visible_bias, n_visible, "visible_bias", dtype, device)
-        hidden_bias = parameter_vector(hidden_bias, n_hidden, "hidden_bias", dtype, device)
-        check_finite({"weights": weights, "visible_bias": visible_bias, "hidden_bias": hidden_bias})
-        self.weights = nn.Parameter(weights)
-        self.visible_bias = nn.Parameter(visible_bias)
-        self.hidden_bias = nn.Parameter(hidden_bias)
-        self.register_buffer("base_logits", torch.zeros(n_visible, dtype=dtype, device=device))
-        self.base_fitted = False
-        self.metadata: dict[str, Any] = {}
+        self.register_buffer("base_logits", torch.zeros(self.n_visible, dtype=dtype, device=device))
 
     def extra_repr(self) -> str:
         base = "base-rate" if self.base_fitted else "uniform"
         return f"n_visible={self.n_visible}, n_hidden={self.n_hidden}, dtype={self.dtype}, base={base}"
-
-    # ------------------------------------------------------------------ base model
-    def set_base_rate(self, data: Tensor, *, smoothing: float = 0.05) -> RBM:
-        """Fit the base-rate base to ``data``'s marginals; returns ``self``.
-
-        ``p̄ = (1 − smoothing)·mean(data) + smoothing/2`` keeps every marginal inside (0, 1);
-        the smoothing changes the variance of estimators, never their target.
-
-        Parameters
-        ----------
-        data : Tensor, shape (n_examples, n_visible), values 0/1
-        smoothing : float in (0, 1], default 0.05
-        """
-        require(0.0 < smoothing <= 1.0, f"smoothing must be in (0, 1], got {smoothing}")
-        data = as_binary_tensor(data, "data", n_units=self.n_visible, dtype=torch.float64, device=self.device)
-        mean = (1.0 - smoothing) * data.mean(0) + 0.5 * smoothing
-        with torch.no_grad():
-            self.base_logits.copy_(torch.logit(mean).to(self.dtype))
-        self.base_fitted = True
-        return self
-
-    def set_uniform_base(self) -> RBM:
-        """Use the uniform base (plain energy scaling); returns ``self``."""
-        with torch.no_grad():
-            self.base_logits.zero_()
-        self.base_fitted = False
-        return self
-
-    def _base_log_norm(self) -> Tensor:
-        """``Σ_i softplus(b^A_i) + J log 2``: the normaliser of ``exp(b^A·v)`` times ``2^J``.
-
-        A 0-dim float64 tensor on the model's device: converting it to a Python float would
-        synchronise an accelerator on every call (AIS calls it once per temperature).
-        """
-        base = self.base_logits.detach().to(torch.float64)
-        return softplus(base).sum() + self.n_hidden * math.log(2.0)
 
     # ------------------------------------------------------------------ densities
     def energy(self, layers: tuple[Tensor, ...]) -> Tensor:
@@ -215,21 +168,13 @@ class RBM(BipartiteModel, nn.Module):
             + h @ self.hidden_bias.detach().to(torch.float64)
         )
 
-    def log_f(self, layers: tuple[Tensor, ...], beta: Tensor | float) -> Tensor:
-        """Joint tempered log density ``−βE(v,h) + (1−β) log p1(v,h)``; float64, shape ``(n,)``."""
-        v = layers[0].to(torch.float64)
-        beta_t = torch.as_tensor(beta, dtype=torch.float64, device=v.device)
-        log_p1 = v @ self.base_logits.to(torch.float64) - self._base_log_norm()
-        return -beta_t * self.energy(layers) + (1.0 - beta_t) * log_p1
-
     def marginal_terms(self, layers: tuple[Tensor, ...] | Tensor) -> MarginalTerms:
         """Summed-out pieces for visible states (``layers`` or just ``v``, shape ``(n, D)``)."""
         v = layers[0] if isinstance(layers, tuple) else layers
         with torch.no_grad():
             preactivation = torch.addmm(self.hidden_bias, v, self.weights)
-            v64 = v.to(torch.float64)
-            base = v64 @ self.base_logits.to(torch.float64) - self._base_log_norm()
-            linear = v64 @ self.visible_bias.to(torch.float64)
+            base = self._base_log_p1(v)
+            linear = v.to(torch.float64) @ self.visible_bias.to(torch.float64)
         return MarginalTerms(base=base, linear=linear, preactivation=preactivation)
 
     def free_energy(self, v: Tensor, beta: Tensor | float = 1.0) -> Tensor:
@@ -246,24 +191,12 @@ class RBM(BipartiteModel, nn.Module):
         Hidden: ``β·(c + vW)``. Visible: ``β·(b + Wh) + (1 − β)·b^A``. Shape ``(n, size)``.
         """
         with torch.no_grad():
-            at_target = all_ones(beta)
             if index == 1:
                 logits = torch.addmm(self.hidden_bias, layers[0], self.weights)
-                return logits if at_target else logits.mul_(beta[:, None])
+                return logits if all_ones(beta) else logits.mul_(beta[:, None])
             if index == 0:
-                if at_target:
-                    return torch.addmm(self.visible_bias, layers[1], self.weights.t())
-                logits = torch.addmm(self.visible_bias - self.base_logits, layers[1], self.weights.t())
-                logits.mul_(beta[:, None])
-                if self.base_fitted:
-                    logits.add_(self.base_logits)
-                return logits
+                return self._visible_logits(self.visible_bias, layers[1], self.weights, beta)
         raise ValidationError(f"an RBM has layers 0 and 1, got index {index}")
-
-    def _base_visible(self, n_chains: int, generator: torch.Generator) -> Tensor:
-        """``n_chains`` exact draws of ``v`` from the base-rate model; shape ``(n_chains, n_visible)``."""
-        p_visible = torch.sigmoid(self.base_logits).expand(n_chains, -1)
-        return sample_bernoulli(p_visible.contiguous(), generator=generator)
 
     # ------------------------------------------------------------------ enumeration
     def enumerate_log_f(self, beta: float = 1.0, *, chunk_states: int | None = None) -> Iterator[Tensor]:
@@ -323,20 +256,4 @@ class RBM(BipartiteModel, nn.Module):
         return model
 
 
-# ---------------------------------------------------------------------------- model file kind
-_RBM_BUFFERS = ("base_logits",)
-
-
-def _rbm_build(tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.device) -> RBM:
-    return build_bipartite(RBM, tensors, _RBM_BUFFERS, dtype=dtype, device=device)
-
-
-register_model_kind(
-    ModelKind(
-        name="rbm",
-        model_class=RBM,
-        tensors=attribute_tensors("weights", "visible_bias", "hidden_bias", *_RBM_BUFFERS),
-        expected_shapes=bipartite_expected_shapes,
-        build=_rbm_build,
-    )
-)
+register_model_kind(rbm_kind(RBM))

@@ -10,27 +10,12 @@ The tempered family is the geometric path of docs/architecture.md and docs/algor
 
     log f_β(x) = β·log f(x) + (1 − β)·log p1(x),        Z(0) = 1,  Z(1) = Z.
 
-**Exact log Z(β).** The path of a mixture is not a mixture, so ``Z(β)`` has no closed form
+**Exact answers.** The path of a mixture is not a mixture, so ``Z(β)`` has no closed form
 for ``0 < β < 1``. Because the means are collinear with the base's mean, writing
 ``x = t·u + y`` with ``y ⊥ u`` splits ``f_β`` into a Gaussian in the ``d − 1`` coordinates
-``y`` (precision ``λ_β = β/σ² + (1 − β)/s²``) times a one-dimensional function of ``t``:
-
-    log Z(β) = β log Z − β (d/2) log 2πσ² − (1 − β)(d/2) log 2πs²
-               + ((d − 1)/2) log(2π/λ_β) + log ∫ exp(β G(t) − (1 − β) t²/(2s²)) dt,
-
-    G(t) = log Σ_c w_c exp(−(t − a_c)²/(2σ²)).
-
-The remaining integrand decays like a Gaussian and is analytic in a strip around the real
-axis (its singularities are the complex zeros of the mixture sum; for two components they lie
-``πσ²/|a_2 − a_1|`` from the axis, and the widest gap bounds them in general), so the
-trapezoid rule on a grid much finer than the strip converges geometrically (Trefethen &
-Weideman 2014, "The exponentially convergent trapezoidal rule", SIAM Review 56): the result
-is exact to float64 rounding (agreement with adaptive quadrature to 1e-15 in the tests).
-
-**Exact samples at any β** come from rejection sampling in ``t``: for ``0 ≤ β ≤ 1``,
-``(Σ_c q_c)^β ≤ Σ_c q_c^β`` (the power is subadditive), and each ``q_c^β`` times the base
-factor is a Gaussian bump in ``t``, so the bumps' mixture is an envelope with acceptance
-probability at least ``1/C`` (exactly 1 at β = 1, where the envelope is the mixture).
+``y`` (precision ``λ_β = β/σ² + (1 − β)/s²``) times a one-dimensional function of ``t``, so
+``log Z(β)`` is one quadrature in ``t`` (exact to float64 rounding) and exact samples at any
+β need only a rejection sampler in ``t``; :mod:`boltzlab.models.toy_exact` holds both.
 
 The family fits the summed-out protocol of :mod:`boltzlab.models.base` with nothing summed
 out: ``update_groups = ((), (0,))``, ``MarginalTerms(base=log p1, linear=log f,
@@ -43,28 +28,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
-from boltzlab.models.base import MarginalTerms
+from boltzlab.models.base import MarginalTerms, chains_at
+from boltzlab.models.parameters import check_dtype
+from boltzlab.models.toy_exact import MixtureParameters, exact_log_z, sample_line_coordinates
 from boltzlab.rng import resolve_generator
-from boltzlab.validation import check_positive_int, require
+from boltzlab.validation import check_positive_int, check_probability, require
 
 __all__ = ["GaussianMixtureFamily"]
-
-# Quadrature: the grid reaches this many standard deviations of the widest tempered bump past
-# the outermost bump centres (the integrand there is below e^{-98} of its peak) ...
-_TAIL_STANDARD_DEVIATIONS = 14.0
-# ... with a spacing of at most 1/8 of a bump's standard deviation (trapezoid error
-# ~ exp(−2π²·8²) for a Gaussian) and 1/16 of the analyticity strip's half-width πσ²/spread
-# (error ~ exp(−2π·16)); both are far below float64 rounding.
-_POINTS_PER_STANDARD_DEVIATION = 8.0
-_POINTS_PER_STRIP = 16.0
-_MAX_QUADRATURE_POINTS = 1 << 24
 
 
 def _as_float_vector(value: Sequence[float] | Tensor, name: str) -> Tensor:
@@ -84,19 +60,6 @@ def _positive_float(value: float, name: str) -> float:
         raise ValidationError(f"{name} must be a positive number, got {value!r}") from None
     require(math.isfinite(number) and number > 0.0, f"{name} must be a positive number, got {value!r}")
     return number
-
-
-@dataclass(frozen=True, slots=True)
-class _Float64Parameters:
-    """The parameters in float64 and the per-component constants derived from them."""
-
-    direction: Tensor  # u, shape (d,)
-    positions: Tensor  # a_c, shape (C,)
-    log_weights: Tensor  # log w_c, shape (C,), normalised
-    # log w_c − (t − a_c)²/(2σ²) = offsets_c + t·slopes_c − t²/(2σ²): the last term is shared
-    # by all components, so responsibilities need one fused multiply-add per state.
-    offsets: Tensor  # log w_c − a_c²/(2σ²), shape (C,)
-    slopes: Tensor  # a_c/σ², shape (C,)
 
 
 class GaussianMixtureFamily(nn.Module):
@@ -168,7 +131,7 @@ class GaussianMixtureFamily(nn.Module):
     ) -> None:
         super().__init__()
         dimension = check_positive_int(dimension, "dimension")
-        require(dtype in (torch.float32, torch.float64), f"dtype must be float32 or float64, got {dtype}")
+        check_dtype(dtype, (torch.float32, torch.float64), described="float32 or float64")
         positions_t = _as_float_vector(positions, "positions")
         weights_t = _as_float_vector(weights, "weights")
         require(
@@ -199,7 +162,7 @@ class GaussianMixtureFamily(nn.Module):
         self.register_buffer("weights", (weights_t / weights_t.sum()).to(device=device, dtype=dtype))
         self.register_buffer("direction", (direction_t / direction_t.norm()).to(device=device, dtype=dtype))
         self._cache_key: tuple | None = None
-        self._cache: _Float64Parameters | None = None
+        self._cache: MixtureParameters | None = None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -238,42 +201,46 @@ class GaussianMixtureFamily(nn.Module):
         parameters = self._float64()
         return parameters.positions[:, None] * parameters.direction[None, :]
 
-    def _float64(self) -> _Float64Parameters:
+    def _float64(self) -> MixtureParameters:
         """The parameters in float64, normalised; recomputed only when a buffer changes.
 
         On 10-dimensional states every op costs microseconds of overhead whatever its size,
         and a gradient is only about ten ops, so recomputing these on each call would be a
         visible share of it. The key holds the buffers themselves (replaced by ``.to()``),
-        their in-place versions, and ``component_std``.
+        their in-place versions, and the two standard deviations.
         """
         buffers = self._buffers
         direction, positions, weights = buffers["direction"], buffers["positions"], buffers["weights"]
         key = self._cache_key
+        scalars = (
+            direction._version,
+            positions._version,
+            weights._version,
+            self.component_std,
+            self.base_std,
+        )
         if (
             key is None
             or key[0] is not direction
             or key[1] is not positions
             or key[2] is not weights
-            or key[3] != (direction._version, positions._version, weights._version, self.component_std)
+            or key[3] != scalars
         ):
             direction64 = direction.to(torch.float64)
             positions64 = positions.to(torch.float64)
             weights64 = weights.to(torch.float64)
             log_weights = torch.log(weights64 / weights64.sum())
             variance = self.component_std**2
-            self._cache = _Float64Parameters(
+            self._cache = MixtureParameters(
                 direction=direction64 / direction64.norm(),
                 positions=positions64,
                 log_weights=log_weights,
                 offsets=log_weights - positions64.square() / (2.0 * variance),
                 slopes=positions64 / variance,
+                component_std=self.component_std,
+                base_std=self.base_std,
             )
-            self._cache_key = (
-                direction,
-                positions,
-                weights,
-                (direction._version, positions._version, weights._version, self.component_std),
-            )
+            self._cache_key = (direction, positions, weights, scalars)
         return self._cache
 
     def extra_repr(self) -> str:
@@ -287,15 +254,6 @@ class GaussianMixtureFamily(nn.Module):
     def _line_coordinate(self, x64: Tensor) -> Tensor:
         """``t = x·u``, float64, shape ``(n,)``."""
         return x64 @ self._float64().direction
-
-    def _component_log_terms(self, t: Tensor) -> Tensor:
-        """``log w_c − (t − a_c)²/(2σ²)``, float64, shape ``(n, C)``."""
-        return self._shifted_log_terms(t) - (t.square() * (0.5 / self.component_std**2))[:, None]
-
-    def _shifted_log_terms(self, t: Tensor) -> Tensor:
-        """``log w_c − (t − a_c)²/(2σ²) + t²/(2σ²)`` (the ``t²`` term, common to all ``c``, dropped)."""
-        parameters = self._float64()
-        return torch.addmm(parameters.offsets, t[:, None], parameters.slopes[None, :])
 
     def _log_densities(self, x: Tensor) -> MarginalTerms:
         """``log p1(x)`` and ``log f(x)`` (float64, shape ``(n,)``) from one pass over ``x``.
@@ -311,7 +269,7 @@ class GaussianMixtureFamily(nn.Module):
         target_constant = self.log_z - 0.5 * self.dimension * math.log(2.0 * math.pi * variance)
         return MarginalTerms(
             base=squared_norm * (-0.5 / base_variance) + base_constant,
-            linear=torch.logsumexp(self._shifted_log_terms(t), 1)
+            linear=torch.logsumexp(self._float64().shifted_log_terms(t), 1)
             - squared_norm * (0.5 / variance)
             + target_constant,
             preactivation=x.new_empty((x.shape[0], 0)),
@@ -342,12 +300,12 @@ class GaussianMixtureFamily(nn.Module):
         """
         x64 = layers[0].to(torch.float64)
         parameters = self._float64()
-        responsibilities = torch.softmax(self._shifted_log_terms(self._line_coordinate(x64)), 1)
+        responsibilities = torch.softmax(parameters.shifted_log_terms(self._line_coordinate(x64)), 1)
         beta_t = torch.as_tensor(beta, dtype=torch.float64, device=x64.device)
         if beta_t.dim() == 0:
             beta_t = beta_t.expand(x64.shape[0])
         pull = torch.outer((responsibilities @ parameters.slopes).mul_(beta_t), parameters.direction)
-        return (torch.addcmul(pull, self._precision(beta_t)[:, None], x64, value=-1.0),)
+        return (torch.addcmul(pull, parameters.precision(beta_t)[:, None], x64, value=-1.0),)
 
     def marginal_terms(self, layers: tuple[Tensor, ...] | Tensor) -> MarginalTerms:
         """``base = log p1(x)``, ``linear = log f(x)``, and an empty ``(n, 0)`` pre-activation.
@@ -376,57 +334,9 @@ class GaussianMixtureFamily(nn.Module):
         its step with it. float64, the shape of ``beta``.
         """
         beta_t = torch.as_tensor(beta, dtype=torch.float64)
-        return self._precision(beta_t).rsqrt()
-
-    def _precision(self, beta: Tensor | float) -> Tensor | float:
-        return beta / self.component_std**2 + (1.0 - beta) / self.base_std**2
+        return self._float64().precision(beta_t).rsqrt()
 
     # ------------------------------------------------------------------ exact answers
-    def _bumps(self, beta: float) -> tuple[Tensor, Tensor, float]:
-        """The envelope bumps of the ``t``-integrand at β: ``(centres, log masses, precision)``.
-
-        ``w_c^β exp(−β(t − a_c)²/(2σ²) − (1 − β)t²/(2s²))`` is a Gaussian in ``t`` with
-        precision ``λ``, centre ``m_c = β a_c/(σ² λ)`` and total mass ``exp(log_mass_c)``.
-        """
-        variance = self.component_std**2
-        precision = float(self._precision(beta))
-        parameters = self._float64()
-        positions = parameters.positions
-        centres = beta * positions / (variance * precision)
-        log_masses = (
-            beta * parameters.log_weights
-            + 0.5 * precision * centres.square()
-            - beta * positions.square() / (2.0 * variance)
-            + 0.5 * math.log(2.0 * math.pi / precision)
-        )
-        return centres, log_masses, precision
-
-    def _log_t_integrand(self, t: Tensor, beta: float) -> Tensor:
-        """``β G(t) − (1 − β) t²/(2s²)``, float64."""
-        log_mixture = torch.logsumexp(self._component_log_terms(t), 1)
-        return beta * log_mixture - (1.0 - beta) * t.square() / (2.0 * self.base_std**2)
-
-    def _quadrature_grid(self, beta: float) -> tuple[Tensor, float]:
-        """Equispaced ``t`` nodes (float64, on the model's device) and their spacing."""
-        centres, _, precision = self._bumps(beta)
-        standard_deviation = precision**-0.5
-        spacing = standard_deviation / _POINTS_PER_STANDARD_DEVIATION
-        positions = self._float64().positions
-        spread = float(positions.max() - positions.min())
-        if spread > 0.0:
-            strip = math.pi * self.component_std**2 / spread
-            spacing = min(spacing, strip / _POINTS_PER_STRIP)
-        low = float(centres.min()) - _TAIL_STANDARD_DEVIATIONS * standard_deviation
-        high = float(centres.max()) + _TAIL_STANDARD_DEVIATIONS * standard_deviation
-        n_points = math.ceil((high - low) / spacing) + 1
-        if n_points > _MAX_QUADRATURE_POINTS:
-            raise ValidationError(
-                f"the components are too far apart for exact log Z(beta) by quadrature "
-                f"({n_points} nodes needed); reduce max(positions) - min(positions) relative to component_std"
-            )
-        nodes = torch.linspace(low, high, n_points, dtype=torch.float64, device=self.device)
-        return nodes, (high - low) / (n_points - 1)
-
     def exact_log_z(self, beta: float = 1.0) -> float:
         """``log Z(β)`` of the tempered family, in nats (module docstring).
 
@@ -437,26 +347,12 @@ class GaussianMixtureFamily(nn.Module):
         ----------
         beta : float in [0, 1], default 1.0
         """
-        try:
-            beta = float(beta)
-        except (TypeError, ValueError):
-            raise ValidationError(f"beta must be a number in [0, 1], got {beta!r}") from None
-        require(0.0 <= beta <= 1.0, f"beta must be in [0, 1], got {beta}")
+        beta = check_probability(beta, "beta")
         if beta == 0.0:
             return 0.0
         if beta == 1.0:
             return self.log_z
-        nodes, spacing = self._quadrature_grid(beta)
-        log_t_integral = float(torch.logsumexp(self._log_t_integrand(nodes, beta), 0)) + math.log(spacing)
-        d = self.dimension
-        precision = float(self._precision(beta))
-        return (
-            beta * self.log_z
-            - beta * 0.5 * d * math.log(2.0 * math.pi * self.component_std**2)
-            - (1.0 - beta) * 0.5 * d * math.log(2.0 * math.pi * self.base_std**2)
-            + 0.5 * (d - 1) * math.log(2.0 * math.pi / precision)
-            + log_t_integral
-        )
+        return exact_log_z(self._float64(), beta, log_z=self.log_z)
 
     # ------------------------------------------------------------------ sampling
     def init_chains(
@@ -472,9 +368,7 @@ class GaussianMixtureFamily(nn.Module):
         x = torch.randn(
             n_chains, self.dimension, generator=generator, dtype=torch.float64, device=self.device
         )
-        x = (x * self.base_std).to(self.dtype)
-        beta_t = torch.full((n_chains,), float(beta), dtype=self.dtype, device=self.device)
-        return Chains(layers=(x,), beta=beta_t)
+        return chains_at(((x * self.base_std).to(self.dtype),), beta)
 
     def sample_exact(
         self, n_chains: int, *, beta: float = 1.0, generator: torch.Generator | int | None = None
@@ -491,40 +385,14 @@ class GaussianMixtureFamily(nn.Module):
         generator : torch.Generator or int, optional
         """
         n_chains = check_positive_int(n_chains, "n_chains")
-        try:
-            beta = float(beta)
-        except (TypeError, ValueError):
-            raise ValidationError(f"beta must be a number in [0, 1], got {beta!r}") from None
-        require(0.0 <= beta <= 1.0, f"beta must be in [0, 1], got {beta}")
+        beta = check_probability(beta, "beta")
         generator = resolve_generator(generator, self.device)
-        device = self.device
-        centres, log_masses, precision = self._bumps(beta)
-        probabilities = torch.softmax(log_masses, 0)
-        accepted: list[Tensor] = []
-        n_accepted = 0
-        while n_accepted < n_chains:
-            # The acceptance probability is at least 1/C, so C·remaining draws (plus a few)
-            # usually finish in one round.
-            n_draws = self.n_components * (n_chains - n_accepted) + 8
-            components = torch.multinomial(probabilities, n_draws, replacement=True, generator=generator)
-            noise = torch.randn(n_draws, generator=generator, dtype=torch.float64, device=device)
-            t = centres[components] + noise * precision**-0.5
-            log_envelope = torch.logsumexp(
-                log_masses[None, :]
-                - 0.5 * precision * (t[:, None] - centres[None, :]).square()
-                - 0.5 * math.log(2.0 * math.pi / precision),
-                1,
-            )
-            log_accept = self._log_t_integrand(t, beta) - log_envelope
-            # At β = 1 the envelope is the target (log_accept = 0 up to rounding): all accepted.
-            uniform = torch.rand(n_draws, generator=generator, dtype=torch.float64, device=device)
-            keep = t[torch.log(uniform) < log_accept]
-            accepted.append(keep)
-            n_accepted += keep.numel()
-        t = torch.cat(accepted)[:n_chains]
-        u = self._float64().direction
-        z = torch.randn(n_chains, self.dimension, generator=generator, dtype=torch.float64, device=device)
-        y = (z - (z @ u)[:, None] * u[None, :]) * precision**-0.5
-        x = (t[:, None] * u[None, :] + y).to(self.dtype)
-        beta_t = torch.full((n_chains,), beta, dtype=self.dtype, device=device)
-        return Chains(layers=(x,), beta=beta_t)
+        parameters = self._float64()
+        t = sample_line_coordinates(parameters, n_chains, beta, generator=generator)
+        u = parameters.direction
+        z = torch.randn(
+            n_chains, self.dimension, generator=generator, dtype=torch.float64, device=self.device
+        )
+        # y: the Gaussian across the line, precision λ_β in every direction orthogonal to u.
+        y = (z - (z @ u)[:, None] * u[None, :]) * float(parameters.precision(beta)) ** -0.5
+        return chains_at(((t[:, None] * u[None, :] + y).to(self.dtype),), beta)

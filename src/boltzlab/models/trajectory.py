@@ -40,6 +40,8 @@ from torch import Tensor
 
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
+from boltzlab.models.bipartite import CouplingSizes
+from boltzlab.models.parameters import FLOAT_DTYPES, check_dtype
 from boltzlab.models.rbm import RBM
 from boltzlab.numerics import softplus
 from boltzlab.rng import resolve_generator, sample_bernoulli
@@ -53,7 +55,6 @@ TRAJECTORY_FORMAT_VERSION = 1
 #: Update index of an anchor that :meth:`Trajectory.from_snapshots` prepended (not a training state).
 ANCHOR_UPDATE = -1
 
-_FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 _PARAMETERS = ("weights", "visible_bias", "hidden_bias")
 
 
@@ -82,7 +83,7 @@ def _check_trajectory(
                 f"for weights of shape {tuple(weights.shape)}"
             )
     dtypes = {weights.dtype, visible_bias.dtype, hidden_bias.dtype}
-    if len(dtypes) != 1 or weights.dtype not in _FLOAT_DTYPES:
+    if len(dtypes) != 1 or weights.dtype not in FLOAT_DTYPES:
         raise ValidationError(
             f"trajectory parameters must share one floating dtype, got {sorted(map(str, dtypes))}"
         )
@@ -128,7 +129,7 @@ def _check_trajectory(
 
 
 @dataclass(frozen=True, eq=False)
-class Trajectory:
+class Trajectory(CouplingSizes):
     """Parameter snapshots of one RBM along its training; point 0 is the zero-weight anchor.
 
     Build one with :meth:`from_snapshots` (which stacks, copies and prepends the anchor when
@@ -213,9 +214,8 @@ class Trajectory:
             for name, values in zip(_PARAMETERS, (weights, visible_bias, hidden_bias), strict=True)
         ]
         if dtype is None:
-            dtype = stacked[0].dtype if stacked[0].dtype in _FLOAT_DTYPES else torch.float32
-        if dtype not in _FLOAT_DTYPES:
-            raise ValidationError(f"dtype must be a floating dtype, got {dtype}")
+            dtype = stacked[0].dtype if stacked[0].dtype in FLOAT_DTYPES else torch.float32
+        check_dtype(dtype)
         device = stacked[0].device
         w, b, c = (tensor.to(device=device, dtype=dtype).clone() for tensor in stacked)
         steps = torch.as_tensor(updates).detach().clone()
@@ -280,22 +280,6 @@ class Trajectory:
     def n_points(self) -> int:
         """Number of points, the anchor included."""
         return self.weights.shape[0]
-
-    @property
-    def n_visible(self) -> int:
-        return self.weights.shape[1]
-
-    @property
-    def n_hidden(self) -> int:
-        return self.weights.shape[2]
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.weights.dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self.weights.device
 
     @property
     def anchor_log_z(self) -> float:

@@ -35,7 +35,7 @@ and its partner's store duplicates until the next refresh.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -128,19 +128,18 @@ class CAST:
         Swept on the slow chains at β = 1 and on the fast chains at their own β.
     ladder : Ladder or sequence of float, optional
         Fast chains' ladder, ascending to 1. Default ``ladders.uniform(n_levels, low=low)``.
-    n_levels : int, optional
-        Levels of the default ladder (20).
-    low : float, default 0.9
     lag : int, default 50
         Exchange every ``lag`` steps (the paper's 50: exchanging at every visit to β = 1
         would trade the same states back and forth).
-    gamma, gamma_decay, shared_weights, log_weights, level_move, target_refresh
-        The fast chains' adaptive ST, as in
-        :class:`~boltzlab.tempering.wang_landau.AdaptiveSimulatedTempering` (γ = 10 constant,
-        one weight vector per fast chain).
     exchange : {"swap", "copy"}, default "swap"
         True exchange of the slow state and the stored β = 1 state, or a copy into the slow
         chain (module docstring).
+    **fast_options
+        The fast chains' adaptive ST, passed to
+        :class:`~boltzlab.tempering.wang_landau.AdaptiveSimulatedTempering` with its
+        defaults: ``n_levels`` of the default ladder (20), ``low`` (0.9), ``gamma`` (10,
+        constant), ``gamma_decay``, ``shared_weights`` (one weight vector per fast chain),
+        ``log_weights``, ``level_move``, ``target_refresh``.
 
     Notes
     -----
@@ -155,29 +154,12 @@ class CAST:
         operator: Operator | str,
         ladder: Ladder | Sequence[float] | Tensor | None = None,
         *,
-        n_levels: int | None = None,
-        low: float = 0.9,
         lag: int = 50,
-        gamma: float | Callable[[int], float] = 10.0,
-        gamma_decay: float | None = None,
         exchange: str = "swap",
-        shared_weights: bool = False,
-        log_weights: Sequence[float] | Tensor | None = None,
-        level_move: str = "metropolis",
-        target_refresh: str = "swap",
+        **fast_options: Any,
     ) -> None:
-        self.fast = AdaptiveSimulatedTempering(
-            operator,
-            ladder,
-            n_levels=n_levels,
-            low=low,
-            gamma=gamma,
-            gamma_decay=gamma_decay,
-            shared_weights=shared_weights,
-            log_weights=log_weights,
-            level_move=level_move,
-            target_refresh=target_refresh,
-        )
+        # The fast chains' options and their defaults are AdaptiveSimulatedTempering's own.
+        self.fast = AdaptiveSimulatedTempering(operator, ladder, **fast_options)
         self.operator = self.fast.operator
         self.lag = check_positive_int(lag, "lag")
         self.exchange = check_choice(exchange, EXCHANGES, "exchange")

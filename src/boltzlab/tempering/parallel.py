@@ -44,12 +44,13 @@ sweeps every temperature and the β = 1 replicas are the last block, a free slic
 **Round trips.** A label travels with each replica: *up* once it has touched the bottom
 (level 0, the hottest), *down* once an *up* replica reaches the top (β = 1). A *down*
 replica that reaches the bottom completes a round trip bottom → top → bottom and is *up*
-again. Replicas that have not touched the bottom yet carry no label.
+again. Replicas that have not touched the bottom yet carry no label. The pair schedules, the
+labels and the counters are shared with trajectory tempering
+(:mod:`boltzlab.tempering.replica_swaps`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -65,15 +66,25 @@ from boltzlab.tempering import ladders
 from boltzlab.tempering.base import metropolis_accept, redraw_summed_layers, select_terms
 from boltzlab.tempering.ladders import Ladder
 from boltzlab.tempering.parallel_state import (
-    DOWN,
-    UNLABELLED,
-    UP,
     ParallelTemperingInfo,
     ParallelTemperingState,
     ParallelTemperingSummary,
     log_f_change,
 )
 from boltzlab.tempering.registry import register_scheme
+from boltzlab.tempering.replica_swaps import (
+    SwapRound,
+    check_entries,
+    check_pairs,
+    counters_from_tensors,
+    fresh_counters,
+    layers_from_tensors,
+    pair_groups,
+    replica_state_tensors,
+    swap_due,
+    swap_totals,
+    units_changed,
+)
 from boltzlab.validation import check_positive_int
 
 __all__ = [
@@ -82,8 +93,6 @@ __all__ = [
     "ParallelTemperingState",
     "ParallelTemperingSummary",
 ]
-
-PAIR_SCHEDULES = ("alternating", "all")
 
 
 class ParallelTempering:
@@ -138,10 +147,7 @@ class ParallelTempering:
         pairs: str = "alternating",
     ) -> None:
         operator = resolve_operator(operator)
-        if pairs not in PAIR_SCHEDULES:
-            raise ValidationError(
-                f"pairs must be one of {', '.join(map(repr, PAIR_SCHEDULES))}, got {pairs!r}"
-            )
+        pairs = check_pairs(pairs)
         self.operator = operator
         self.ladder = ladders.resolve(ladder, n_levels=None if ladder is not None else n_levels)
         self.swap_every = check_positive_int(swap_every, "swap_every")
@@ -174,21 +180,7 @@ class ParallelTempering:
         n_levels = self.n_levels
         start = model.init_chains(n_levels * n_chains, generator=generator)
         chains = start.with_beta(self._slot_betas(model, n_chains))
-        device = model.device
-        replica = torch.arange(n_levels, device=device)[:, None].expand(n_levels, n_chains).clone()
-        direction = torch.full((n_levels, n_chains), UNLABELLED, dtype=torch.int8, device=device)
-        direction[0] = UP
-        zeros = torch.zeros(n_levels - 1, dtype=torch.int64, device=device)
-        return ParallelTemperingState(
-            chains=chains,
-            replica=replica,
-            direction=direction,
-            round_trips=torch.zeros(n_chains, dtype=torch.int64, device=device),
-            swap_accepted=zeros,
-            swap_attempted=zeros.clone(),
-            n_steps=0,
-            n_rounds=0,
-        )
+        return ParallelTemperingState(chains=chains, **fresh_counters(n_levels, n_chains, model.device))
 
     def step(
         self, model: TemperedModel, state: ParallelTemperingState, *, generator: torch.Generator
@@ -198,39 +190,16 @@ class ParallelTempering:
         A round is due when the number of sweeps done so far is a positive multiple of
         ``swap_every``. Returns a new state; ``state`` is not modified.
         """
-        n_levels, n_chains = state.n_levels, state.n_chains
-        device = state.chains.device
         chains, terms = state.chains, None
-        accepted = torch.zeros(n_levels - 1, n_chains, dtype=torch.bool, device=device)
-        attempted = torch.zeros(n_levels - 1, dtype=torch.bool, device=device)
-        completed = torch.zeros(n_chains, dtype=torch.int64, device=device)
-        replica, direction, n_rounds = state.replica, state.direction, state.n_rounds
-        if state.n_steps > 0 and state.n_steps % self.swap_every == 0:
-            rounds = self._pair_groups(n_levels, n_rounds)
-            chains, terms, order, accepted = self._swap_round(model, chains, rounds, generator=generator)
-            for group in rounds:
-                attempted[list(group)] = True
-            replica = replica.reshape(-1)[order].view(n_levels, n_chains)
-            direction, completed = self._update_directions(
-                direction.reshape(-1)[order].view(n_levels, n_chains)
-            )
-            n_rounds += 1
+        if swap_due(state, self.swap_every):
+            groups = pair_groups(self.pairs, state.n_levels, state.n_rounds)
+            chains, terms, order, accepted = self._swap_round(model, chains, groups, generator=generator)
+            swaps = SwapRound.done(state, groups, order, accepted)
+        else:
+            swaps = SwapRound.skipped(state)
         swept, _ = self.operator.step(model, chains, generator=generator, terms=terms)
-        flip_rate = self._flip_rate(chains, swept, n_levels)
-        new_state = ParallelTemperingState(
-            chains=swept,
-            replica=replica,
-            direction=direction,
-            round_trips=state.round_trips + completed,
-            swap_accepted=state.swap_accepted + accepted.sum(1),
-            swap_attempted=state.swap_attempted + attempted.to(torch.int64) * n_chains,
-            n_steps=state.n_steps + 1,
-            n_rounds=n_rounds,
-        )
-        info = ParallelTemperingInfo(
-            swap_accepted=accepted, swap_attempted=attempted, round_trips=completed, flip_rate=flip_rate
-        )
-        return new_state, info
+        flip_rate = self._flip_rate(chains, swept, state.n_levels)
+        return swaps.advance(state, swept, flip_rate, ParallelTemperingInfo)
 
     def samples(self, state: ParallelTemperingState) -> Chains:
         """The β = 1 replicas, ``n_chains`` of them (views into the state; do not modify)."""
@@ -241,45 +210,13 @@ class ParallelTempering:
         self, step_infos: list[ParallelTemperingInfo], final_state: ParallelTemperingState
     ) -> ParallelTemperingSummary:
         """Swap acceptance per pair, round trips and flip rates over the given steps."""
-        n_levels, n_chains = final_state.n_levels, final_state.n_chains
-        device = final_state.chains.device
-        accepted = torch.zeros(n_levels - 1, dtype=torch.int64, device=device)
-        attempts = torch.zeros(n_levels - 1, dtype=torch.int64, device=device)
-        round_trips = torch.zeros(n_chains, dtype=torch.int64, device=device)
-        flip_total = torch.zeros(n_levels, dtype=torch.float64, device=device)
-        for info in step_infos:
-            accepted += info.swap_accepted.sum(1)
-            attempts += info.swap_attempted.to(torch.int64) * n_chains
-            round_trips += info.round_trips
-            flip_total += info.flip_rate
-        n_steps = len(step_infos)
-        rate = accepted.to(torch.float64) / attempts.to(torch.float64)  # NaN where never proposed
-        per_level = flip_total / n_steps if n_steps else torch.full_like(flip_total, math.nan)
         return ParallelTemperingSummary(
-            betas=self.ladder.betas.clone(),
-            swap_acceptance=rate,
-            swap_attempts=attempts,
-            round_trips=round_trips,
-            total_round_trips=int(round_trips.sum()),
-            flip_rate=float(per_level.mean()),
-            flip_rate_per_level=per_level,
-            n_steps=n_steps,
+            betas=self.ladder.betas.clone(), **swap_totals(step_infos, final_state)
         )
 
     def state_tensors(self, state: ParallelTemperingState) -> dict[str, Tensor]:
         """Every tensor of ``state`` (copies), for safetensors checkpoints."""
-        tensors = {f"layer.{index}": layer.clone() for index, layer in enumerate(state.chains.layers)}
-        tensors.update(
-            beta=state.chains.beta.clone(),
-            replica=state.replica.clone(),
-            direction=state.direction.clone(),
-            round_trips=state.round_trips.clone(),
-            swap_accepted=state.swap_accepted.clone(),
-            swap_attempted=state.swap_attempted.clone(),
-            n_steps=torch.tensor(state.n_steps, dtype=torch.int64),
-            n_rounds=torch.tensor(state.n_rounds, dtype=torch.int64),
-        )
-        return tensors
+        return replica_state_tensors(state)
 
     def state_from_tensors(self, model: TemperedModel, tensors: dict[str, Tensor]) -> ParallelTemperingState:
         """The state saved by :meth:`state_tensors`, on the model's device and dtype.
@@ -287,20 +224,7 @@ class ParallelTempering:
         Raises :class:`ValidationError` when the tensors do not fit this scheme's ladder or
         the model's layer sizes.
         """
-        n_layers = len(model.layer_sizes)
-        required = [f"layer.{index}" for index in range(n_layers)] + [
-            "beta",
-            "replica",
-            "direction",
-            "round_trips",
-            "swap_accepted",
-            "swap_attempted",
-            "n_steps",
-            "n_rounds",
-        ]
-        missing = [key for key in required if key not in tensors]
-        if missing:
-            raise ValidationError(f"tensors lack the parallel-tempering entries {missing}")
+        check_entries(tensors, len(model.layer_sizes), scheme="parallel-tempering")
         device, dtype = model.device, model.dtype
         replica = tensors["replica"].to(device=device, dtype=torch.int64)
         if replica.dim() != 2 or replica.shape[0] != self.n_levels:
@@ -309,25 +233,12 @@ class ParallelTempering:
                 f"{self.n_levels} levels"
             )
         n_chains = replica.shape[1]
-        layers = tuple(tensors[f"layer.{index}"].to(device=device, dtype=dtype) for index in range(n_layers))
-        for index, (layer, size) in enumerate(zip(layers, model.layer_sizes, strict=True)):
-            if tuple(layer.shape) != (self.n_levels * n_chains, size):
-                raise ValidationError(
-                    f"saved layer {index} has shape {tuple(layer.shape)}, expected "
-                    f"({self.n_levels * n_chains}, {size})"
-                )
+        layers = layers_from_tensors(tensors, model, self.n_levels * n_chains)
         beta = tensors["beta"].to(device=device, dtype=dtype)
         if not torch.equal(beta, self._slot_betas(model, n_chains)):
             raise ValidationError("the saved state was made with another ladder than this scheme's")
         return ParallelTemperingState(
-            chains=Chains(layers=layers, beta=beta),
-            replica=replica,
-            direction=tensors["direction"].to(device=device, dtype=torch.int8),
-            round_trips=tensors["round_trips"].to(device=device, dtype=torch.int64),
-            swap_accepted=tensors["swap_accepted"].to(device=device, dtype=torch.int64),
-            swap_attempted=tensors["swap_attempted"].to(device=device, dtype=torch.int64),
-            n_steps=int(tensors["n_steps"]),
-            n_rounds=int(tensors["n_rounds"]),
+            chains=Chains(layers=layers, beta=beta), replica=replica, **counters_from_tensors(tensors, device)
         )
 
     # ------------------------------------------------------------------ moves
@@ -335,16 +246,6 @@ class ParallelTempering:
         """β of every slot, level-major, in the model's dtype; shape ``(K·n_chains,)``."""
         betas = self.ladder.betas.to(device=model.device, dtype=model.dtype)
         return betas.repeat_interleave(n_chains)
-
-    def _pair_groups(self, n_levels: int, n_rounds: int) -> list[tuple[int, ...]]:
-        """The pairs (by lower level) of one swap round, as groups proposed one after another.
-
-        Pairs within a group are disjoint and proposed at once.
-        """
-        if self.pairs == "all":
-            return [(k,) for k in range(n_levels - 1)]
-        lower = tuple(range(n_rounds % 2, n_levels - 1, 2))
-        return [lower] if lower else []
 
     def _swap_round(
         self,
@@ -397,21 +298,9 @@ class ParallelTempering:
         return Chains(layers=layers, beta=chains.beta), terms, order, accepted
 
     @staticmethod
-    def _update_directions(direction: Tensor) -> tuple[Tensor, Tensor]:
-        """Relabel replicas at the ends of the ladder; returns (direction, round trips completed)."""
-        direction = direction.clone()
-        bottom, top = direction[0], direction[-1]
-        completed = (bottom == DOWN).to(torch.int64)
-        direction[0] = torch.full_like(bottom, UP)
-        direction[-1] = torch.where(top == UP, torch.full_like(top, DOWN), top)
-        return direction, completed
-
-    @staticmethod
     def _flip_rate(before: Chains, after: Chains, n_levels: int) -> Tensor:
-        changed = sum(
-            (old != new).sum(1, dtype=torch.int64)
-            for old, new in zip(before.layers, after.layers, strict=True)
-        )
+        """Mean fraction of units the sweep changed, per level; float64, shape ``(K,)``."""
+        changed = units_changed(before, after)
         n_units = sum(layer.shape[1] for layer in after.layers)
         return changed.view(n_levels, -1).to(torch.float64).mean(1) / n_units
 

@@ -2,7 +2,8 @@
 
 :mod:`boltzlab.tempering.parallel` holds the scheme; this module holds the values it threads
 and reports (docs/algorithms.md §2.5), so that summaries can be read (plots, the command
-line) without the scheme.
+line) without the scheme. Their fields shared with trajectory tempering are declared once in
+:mod:`boltzlab.tempering.replica_swaps`; the round-trip labels are re-exported from there.
 """
 
 from __future__ import annotations
@@ -12,9 +13,16 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from boltzlab.chains import Chains
 from boltzlab.models.base import MarginalTerms
 from boltzlab.numerics import softplus
+from boltzlab.tempering.replica_swaps import (
+    DOWN,
+    UNLABELLED,
+    UP,
+    ReplicaExchangeInfo,
+    ReplicaExchangeState,
+    ReplicaExchangeSummary,
+)
 
 __all__ = [
     "DOWN",
@@ -26,108 +34,44 @@ __all__ = [
     "log_f_change",
 ]
 
-#: Round-trip labels of a replica (:mod:`boltzlab.tempering.parallel`, "Round trips"): none
-#: yet, up (last touched the bottom), down (reached the top after the bottom).
-UNLABELLED, UP, DOWN = 0, 1, 2
-
 
 @dataclass(frozen=True, slots=True)
-class ParallelTemperingState:
+class ParallelTemperingState(ReplicaExchangeState):
     """State of ``n_chains`` independent parallel-tempering systems of ``K`` levels each.
 
     Attributes
     ----------
-    chains : Chains
-        ``K·n_chains`` replicas, level-major: slot ``k·n_chains + i`` is level ``k`` of system
-        ``i``, at β = ``β_k`` (in the model's dtype).
-    replica : Tensor, shape (K, n_chains), int64
-        Which replica (its starting level) occupies each slot.
-    direction : Tensor, shape (K, n_chains), int8
-        Round-trip label of the replica in each slot: 0 none yet, 1 up (last touched the
-        bottom), 2 down (reached the top after the bottom).
-    round_trips : Tensor, shape (n_chains,), int64
-        Round trips completed in each system since ``init``.
-    swap_accepted, swap_attempted : Tensor, shape (K − 1,), int64
-        Exchanges accepted and proposed per neighbour pair since ``init``, summed over systems.
-    n_steps : int
-        Steps taken since ``init``.
-    n_rounds : int
-        Swap rounds done since ``init`` (its parity picks the pairs of ``"alternating"``).
+    chains, replica, direction, round_trips, swap_accepted, swap_attempted, n_steps, n_rounds
+        As in :class:`~boltzlab.tempering.replica_swaps.ReplicaExchangeState`; the replica in
+        slot ``k·n_chains + i`` is at β = ``β_k`` (in the model's dtype), so the last
+        ``n_chains`` slots are the β = 1 chains.
     """
-
-    chains: Chains
-    replica: Tensor
-    direction: Tensor
-    round_trips: Tensor
-    swap_accepted: Tensor
-    swap_attempted: Tensor
-    n_steps: int
-    n_rounds: int
-
-    @property
-    def n_levels(self) -> int:
-        return self.replica.shape[0]
-
-    @property
-    def n_chains(self) -> int:
-        """Number of independent systems (= number of β = 1 chains)."""
-        return self.replica.shape[1]
 
 
 @dataclass(frozen=True, slots=True)
-class ParallelTemperingInfo:
+class ParallelTemperingInfo(ReplicaExchangeInfo):
     """Diagnostics of one step; never carried forward.
 
     Attributes
     ----------
-    swap_accepted : Tensor, shape (K − 1, n_chains), bool
-        Whether system ``i`` exchanged the states of levels ``(k, k+1)`` in this step's swap
-        round (the one following the previous step's sweep).
-    swap_attempted : Tensor, shape (K − 1,), bool
-        Whether pair ``(k, k+1)`` was proposed in this step (in every system).
-    round_trips : Tensor, shape (n_chains,), int64
-        Round trips completed in this step, per system.
-    flip_rate : Tensor, shape (K,), float64
-        Mean fraction of units changed by this step's sweep, per level (swaps excluded).
+    swap_accepted, swap_attempted, round_trips, flip_rate
+        As in :class:`~boltzlab.tempering.replica_swaps.ReplicaExchangeInfo`.
     """
-
-    swap_accepted: Tensor
-    swap_attempted: Tensor
-    round_trips: Tensor
-    flip_rate: Tensor
 
 
 @dataclass(frozen=True, slots=True)
-class ParallelTemperingSummary:
+class ParallelTemperingSummary(ReplicaExchangeSummary):
     """Diagnostics of a run (from :meth:`ParallelTempering.summarize`).
 
     Attributes
     ----------
     betas : Tensor, shape (K,), float64
         The ladder, ascending.
-    swap_acceptance : Tensor, shape (K − 1,), float64
-        Fraction of proposed exchanges of pair ``(k, k+1)`` that were accepted (NaN for a
-        pair never proposed).
-    swap_attempts : Tensor, shape (K − 1,), int64
-        Exchanges proposed per pair, summed over systems.
-    round_trips : Tensor, shape (n_chains,), int64
-        Round trips (bottom → top → bottom) completed in each system during the steps,
-        summed over its K replicas.
-    total_round_trips : int
-    flip_rate : float
-        Mean fraction of units changed per sweep, over steps, levels and chains.
-    flip_rate_per_level : Tensor, shape (K,), float64
-    n_steps : int
+    swap_acceptance, swap_attempts, round_trips, total_round_trips, flip_rate, flip_rate_per_level, n_steps
+        As in :class:`~boltzlab.tempering.replica_swaps.ReplicaExchangeSummary`.
     """
 
     betas: Tensor
-    swap_acceptance: Tensor
-    swap_attempts: Tensor
-    round_trips: Tensor
-    total_round_trips: int
-    flip_rate: float
-    flip_rate_per_level: Tensor
-    n_steps: int
 
 
 def log_f_change(terms: MarginalTerms, beta_from: Tensor, beta_to: Tensor) -> Tensor:

@@ -18,7 +18,10 @@ of ``log Z(β)``, from which the level weights start (a few nats off at worst, w
 would be hundreds of nats off on a trained model). Both are rough where the weights
 degenerate; the adaptation that follows (:mod:`boltzlab.tempering.adaptation`) corrects the
 weights, and ``√ĝ`` is smoothed and floored so no step of the ladder is more than
-``1/FLOOR`` times the smallest.
+``1/FLOOR`` times the smallest. The run itself, :func:`anneal_and_measure`, is the one every
+pilot uses: this one, the estimators' ladder (``boltzlab.estimators.tempered_ladders``, with
+AIS's accurate increments) and VAROPT's measurement of ``g``
+(``boltzlab.estimators.schedule_measurement``), which differ only in what they measure.
 
 On the bimodal 10×4 RBM of ``tests/test_sampler_verdict.py`` (95% / 5% mode masses), ``Λ(1)``
 is 3.9 by enumeration, so the default ladder has five or six levels; ST with exact weights and
@@ -29,13 +32,14 @@ twenty (docs/algorithms.md §2.3).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from boltzlab.errors import ValidationError
-from boltzlab.models.base import TemperedModel, log_f_marginal, path_derivative
+from boltzlab.models.base import MarginalTerms, TemperedModel, log_f_marginal, path_derivative
 from boltzlab.operators.base import Operator
 from boltzlab.operators.base import resolve as resolve_operator
 from boltzlab.rng import resolve_generator
@@ -49,8 +53,13 @@ __all__ = [
     "MAX_LEVELS",
     "MIN_LEVELS",
     "LadderPilot",
+    "PilotMeasure",
     "PlacedLadder",
+    "WeightIncrement",
+    "anneal_and_measure",
+    "log_f_difference",
     "pilot_anneal",
+    "pilot_grid",
     "pilot_log_weights",
     "place_ladder",
     "smoothed_speed",
@@ -65,6 +74,14 @@ FLOOR = 0.05
 #: Standard deviation, in β, of the Gaussian kernel that smooths ``√ĝ`` on the pilot's grid.
 SMOOTHING = 0.02
 
+#: ``increment(log_weights, terms, β_from, β_to)``: the log-weights after one annealing step,
+#: a new tensor or ``log_weights`` updated in place; float64, shape ``(n_chains,)``.
+WeightIncrement = Callable[[Tensor, MarginalTerms, float, float], Tensor]
+#: ``measure(weights, log_weights, terms, β)``: what a pilot records at one grid point, from the
+#: normalised and log importance weights (both ``(n_chains,)``), the chains' summed-out terms
+#: and β (a 0-d float64 tensor on the model's device); float64, shape ``(m,)``, same device.
+PilotMeasure = Callable[[Tensor, Tensor, MarginalTerms, Tensor], Tensor]
+
 
 @dataclass(frozen=True)
 class LadderPilot:
@@ -73,11 +90,14 @@ class LadderPilot:
     Attributes
     ----------
     grid : Tensor, shape (n + 1,), float64
-        ``0, 1/n, …, 1``.
+        ``0, 1/n, …, 1`` (:func:`pilot_grid`).
     log_z : Tensor, shape (n + 1,), float64
-        Running AIS estimate of ``log Z(β) − log Z(0)`` (nats).
+        Running AIS estimate of ``log Z(β) − log Z(0)`` (log mean of the partial weights), nats.
     g_hat : Tensor, shape (n + 1,), float64
         Importance-weighted variance of the path derivative, ``ĝ(β)`` (nats²).
+    log_ess : Tensor, shape (n + 1,), float64
+        Log of Kish's effective sample size of the weights at each grid point.
+    n_chains : int
     cost_sweeps : int
         Chain-sweeps spent.
     """
@@ -85,6 +105,8 @@ class LadderPilot:
     grid: Tensor
     log_z: Tensor
     g_hat: Tensor
+    log_ess: Tensor
+    n_chains: int
     cost_sweeps: int
 
 
@@ -108,6 +130,87 @@ class PlacedLadder:
     pilot: LadderPilot
 
 
+def log_f_difference(log_weights: Tensor, terms: MarginalTerms, beta_from: float, beta_to: float) -> Tensor:
+    """``log_weights + log f_{β_to}(x) − log f_{β_from}(x)`` from two summed-out densities; a new tensor.
+
+    The samplers' pilot increment (float64, shape ``(n,)``). The estimators pass AIS's
+    :func:`~boltzlab.estimators.annealing.add_log_f_increment_` instead, which forms the
+    increment from its parts and so avoids the cancellation of two large ``log f``.
+    """
+    return log_weights + log_f_marginal(terms, beta_to) - log_f_marginal(terms, beta_from)
+
+
+def anneal_and_measure(
+    model: TemperedModel,
+    operator: Operator,
+    grid: Tensor,
+    measure: PilotMeasure,
+    *,
+    n_chains: int,
+    generator: torch.Generator,
+    increment: WeightIncrement = log_f_difference,
+    redraw: bool = True,
+) -> Tensor:
+    """Anneal ``n_chains`` chains from the base along ``grid``, calling ``measure`` at every point.
+
+    Annealed importance sampling (docs/algorithms.md §4.1): at grid point ``k`` the weights
+    take the increment from ``β_{k−1}`` to ``β_k`` and the weighted chains represent
+    ``p_{β_k}``, which is what ``measure`` sees; then (below the last point) the chains move
+    to ``β_k`` and take one sweep. Nothing is read back to the host inside the loop.
+
+    Parameters
+    ----------
+    model : TemperedModel
+    operator : Operator
+        The transition run at each interior grid point (one sweep each).
+    grid : Tensor, shape (n + 1,), float64
+        Ascending βs from exactly 0 to exactly 1.
+    measure : PilotMeasure
+        What to record at each grid point (a row of ``m`` values).
+    n_chains : int
+    generator : torch.Generator
+    increment : WeightIncrement, default :func:`log_f_difference`
+        How the log-weights step from one β to the next.
+    redraw : bool, default True
+        Redraw the summed-out layers at each new β before the sweep
+        (:func:`~boltzlab.tempering.base.redraw_summed_layers`): needed by operators whose
+        update reads the current state, so that AIS stays exact; a Gibbs sweep draws them
+        afresh anyway, and AIS skips the redraw there to save the random numbers.
+
+    Returns
+    -------
+    Tensor, shape (n + 1, m), float64, on the CPU
+        Row ``k`` is ``measure`` at ``grid[k]``. The run costs ``n_chains·(n − 1)`` sweeps.
+    """
+    n_temperatures = grid.numel() - 1
+    values = grid.tolist()
+    # β as device tensors sliced from one copy: a Python float turned into a tensor on an
+    # accelerator would be a blocking host-to-device copy per grid point.
+    betas_model = grid.to(device=model.device, dtype=model.dtype)
+    betas64 = grid.to(model.device)
+    chains = model.init_chains(n_chains, generator=generator)
+    log_weights = torch.zeros(n_chains, dtype=torch.float64, device=model.device)
+    rows = []
+    for k in range(n_temperatures + 1):
+        terms = model.marginal_terms(chains.layers)
+        if k > 0:
+            log_weights = increment(log_weights, terms, values[k - 1], values[k])
+        rows.append(measure(torch.softmax(log_weights, 0), log_weights, terms, betas64[k]))
+        if 0 < k < n_temperatures:
+            chains = chains.with_beta(betas_model[k])
+            if redraw:
+                chains = redraw_summed_layers(model, chains, terms, generator=generator)
+            chains, _ = operator.step(model, chains, generator=generator, terms=terms)
+    return torch.stack(rows).cpu()
+
+
+def pilot_grid(n_temperatures: int) -> Tensor:
+    """The ladder pilots' linear grid ``0, 1/n, …, 1``, ending at exactly 1; float64, shape ``(n + 1,)``."""
+    grid = torch.linspace(0.0, 1.0, n_temperatures + 1, dtype=torch.float64)
+    grid[-1] = 1.0
+    return grid
+
+
 def pilot_anneal(
     model: TemperedModel,
     operator: Operator,
@@ -115,6 +218,8 @@ def pilot_anneal(
     n_chains: int = 64,
     n_temperatures: int = 256,
     generator: torch.Generator | int | None = None,
+    increment: WeightIncrement = log_f_difference,
+    redraw: bool = True,
 ) -> LadderPilot:
     """A short AIS run on the linear grid measuring ``ĝ(β)`` and ``log Z(β)`` at every point.
 
@@ -122,12 +227,14 @@ def pilot_anneal(
     ----------
     model : TemperedModel
     operator : Operator
-        The transition run at each grid point (one sweep). The summed-out layers are redrawn
-        at the new β before it, so state-dependent operators keep AIS exact.
+        The transition run at each grid point (one sweep). By default the summed-out layers
+        are redrawn at the new β before it, so state-dependent operators keep AIS exact.
     n_chains : int, default 64
     n_temperatures : int, default 256
         Grid intervals ``n``; costs ``n_chains·(n − 1)`` sweeps.
     generator : torch.Generator or int, optional
+    increment, redraw
+        As in :func:`anneal_and_measure` (the estimators' ladder passes AIS's).
 
     Returns
     -------
@@ -137,33 +244,37 @@ def pilot_anneal(
     n_temperatures = check_positive_int(n_temperatures, "pilot_temperatures")
     operator = resolve_operator(operator)
     generator = resolve_generator(generator, model.device)
-    grid = torch.linspace(0.0, 1.0, n_temperatures + 1, dtype=torch.float64)
-    grid[-1] = 1.0
-    values = grid.tolist()
-    in_dtype = grid.to(device=model.device, dtype=model.dtype)
-    chains = model.init_chains(n_chains, generator=generator)
-    log_weights = torch.zeros(n_chains, dtype=torch.float64, device=model.device)
-    results = torch.zeros(n_temperatures + 1, 2, dtype=torch.float64, device=model.device)
-    for k in range(n_temperatures + 1):
-        terms = model.marginal_terms(chains.layers)
-        if k > 0:
-            log_weights = (
-                log_weights + log_f_marginal(terms, values[k]) - log_f_marginal(terms, values[k - 1])
-            )
-        weights = torch.softmax(log_weights, 0)
-        derivative = path_derivative(terms, values[k])
-        centred = derivative - (weights * derivative).sum()
-        results[k, 0] = torch.logsumexp(log_weights, 0) - math.log(n_chains)
-        results[k, 1] = (weights * centred * centred).sum()
-        if 0 < k < n_temperatures:
-            chains = redraw_summed_layers(model, chains.with_beta(in_dtype[k]), terms, generator=generator)
-            chains, _ = operator.step(model, chains, generator=generator, terms=terms)
-    results = results.cpu()
+    grid = pilot_grid(n_temperatures)
+    measured = anneal_and_measure(
+        model,
+        operator,
+        grid,
+        _ladder_measurements,
+        n_chains=n_chains,
+        generator=generator,
+        increment=increment,
+        redraw=redraw,
+    )
     return LadderPilot(
         grid=grid,
-        log_z=results[:, 0].clone(),
-        g_hat=results[:, 1].clone(),
+        log_z=measured[:, 0].clone(),
+        g_hat=measured[:, 1].clone(),
+        log_ess=measured[:, 2].clone(),
+        n_chains=n_chains,
         cost_sweeps=n_chains * max(n_temperatures - 1, 0),
+    )
+
+
+def _ladder_measurements(weights: Tensor, log_weights: Tensor, terms: MarginalTerms, beta: Tensor) -> Tensor:
+    """``[log Ẑ(β), ĝ(β), log ESS]`` at one grid point (a :data:`PilotMeasure`); float64, (3,)."""
+    derivative = path_derivative(terms, beta)
+    centred = derivative - (weights * derivative).sum()
+    return torch.stack(
+        [
+            torch.logsumexp(log_weights, 0) - math.log(log_weights.numel()),
+            (weights * centred * centred).sum(),
+            -torch.log((weights * weights).sum()),
+        ]
     )
 
 

@@ -21,7 +21,8 @@ pre-activations; an exchanged state's hidden layer is redrawn from ``p_{θ_k}(h 
 new level (the Metropolis step is on ``v`` alone), which keeps the joint product invariant;
 pairs are ``"alternating"`` (even pairs on even rounds, odd on odd) or ``"all"`` (every pair,
 from the lowest, in one round); a label travelling with each replica counts round trips
-between the anchor and the model. Replicas live level-major in one
+between the anchor and the model (the schedules, labels and counters are those of
+:mod:`boltzlab.tempering.replica_swaps`). Replicas live level-major in one
 :class:`~boltzlab.chains.Chains` batch (slot ``k·n_chains + i`` is level ``k`` of system ``i``),
 all at β = 1; each level is swept with its own parameters.
 
@@ -64,6 +65,15 @@ from boltzlab.tempering.ptt_state import (
     state_tensors,
 )
 from boltzlab.tempering.registry import register_scheme
+from boltzlab.tempering.replica_swaps import (
+    SwapRound,
+    check_pairs,
+    fresh_counters,
+    pair_groups,
+    swap_due,
+    swap_totals,
+    units_changed,
+)
 from boltzlab.validation import check_positive_int, check_probability
 
 __all__ = [
@@ -74,9 +84,7 @@ __all__ = [
     "TrajectoryTemperingSummary",
 ]
 
-PAIR_SCHEDULES = ("alternating", "all")
 LEVEL_CHOICES = ("all", "acceptance")
-_UNLABELLED, _UP, _DOWN = 0, 1, 2
 
 
 def _log_f(terms: MarginalTerms) -> Tensor:
@@ -95,44 +103,43 @@ def _where_terms(accept: Tensor, new: MarginalTerms, old: MarginalTerms) -> Marg
 class TrajectoryTempering:
     """Parallel tempering across the snapshots of a training trajectory (module docstring).
 
-        Parameters
-        ----------
-        operator : Operator
-            Run at every level with that level's parameters.
-        trajectory : Trajectory, str, Path, or sequence of RBMs or paths
-            The model's training trajectory, in any form
-            :func:`~boltzlab.models.trajectory.as_trajectory` reads (a ``trajectory.safetensors``
-            file or run directory, a directory of model files, the snapshot models).
-        levels : {"all", "acceptance"} or sequence of float, default "all"
-            Trajectory points to use as levels below the model (see the module docstring);
-            explicit positions must start at 0 and ascend within ``[0, n_points − 1]``.
-        min_acceptance : float in [0, 1], default 0.3
-            Threshold of ``levels="acceptance"``.
-        pilot_chains : int, default 64
-        pilot_steps : int, default 100
-            Size of the pilot run of ``levels="acceptance"`` (steps over all points).
-        swap_every : int, default 1
-        pairs : {"alternating", "all"}, default "alternating"
+    Parameters
+    ----------
+    operator : Operator
+        Run at every level with that level's parameters.
+    trajectory : Trajectory, str, Path, or sequence of RBMs or paths
+        The model's training trajectory, in any form
+        :func:`~boltzlab.models.trajectory_files.as_trajectory` reads (a ``trajectory.safetensors``
+        file or run directory, a directory of model files, the snapshot models).
+    levels : {"all", "acceptance"} or sequence of float, default "all"
+        Trajectory points to use as levels below the model (see the module docstring);
+        explicit positions must start at 0 and ascend within ``[0, n_points − 1]``.
+    min_acceptance : float in [0, 1], default 0.3
+        Threshold of ``levels="acceptance"``.
+    pilot_chains : int, default 64
+    pilot_steps : int, default 100
+        Size of the pilot run of ``levels="acceptance"`` (steps over all points).
+    swap_every : int, default 1
+    pairs : {"alternating", "all"}, default "alternating"
 
-        Notes
-        -----
-        One step sweeps all ``K·n_chains`` replicas (``K`` sweeps of ``n_chains`` chains). A swap
-        round costs two extra matrix products per proposed pair (each state's density under its
-        neighbour's parameters); its own-level pieces are reused by the sweep.
+    Notes
+    -----
+    One step sweeps all ``K·n_chains`` replicas (``K`` sweeps of ``n_chains`` chains). A swap
+    round costs two extra matrix products per proposed pair (each state's density under its
+    neighbour's parameters); its own-level pieces are reused by the sweep.
 
-        Examples
-        --------
-        >>> import torch, boltzlab as bl
-        >>> from boltzlab.models.trajectory import Trajectory
-    from boltzlab.models.trajectory_files import as_trajectory
-        >>> from boltzlab.tempering.ptt import TrajectoryTempering
-        >>> model = bl.RBM(n_visible=7, n_hidden=3, generator=0, weight_std=1.0)
-        >>> path = Trajectory.from_models([bl.RBM(weights=s * model.weights.detach()) for s in (0.3, 0.6)])
-        >>> scheme = TrajectoryTempering(bl.operators.get("gibbs"), path)
-        >>> state = scheme.init(model, 13, generator=bl.rng.make_generator(0))
-        >>> state, info = scheme.step(model, state, generator=bl.rng.make_generator(1))
-        >>> state.n_levels, tuple(scheme.samples(state).visible.shape)
-        (4, (13, 7))
+    Examples
+    --------
+    >>> import torch, boltzlab as bl
+    >>> from boltzlab.models.trajectory import Trajectory
+    >>> from boltzlab.tempering.ptt import TrajectoryTempering
+    >>> model = bl.RBM(n_visible=7, n_hidden=3, generator=0, weight_std=1.0)
+    >>> path = Trajectory.from_models([bl.RBM(weights=s * model.weights.detach()) for s in (0.3, 0.6)])
+    >>> scheme = TrajectoryTempering(bl.operators.get("gibbs"), path)
+    >>> state = scheme.init(model, 13, generator=bl.rng.make_generator(0))
+    >>> state, info = scheme.step(model, state, generator=bl.rng.make_generator(1))
+    >>> state.n_levels, tuple(scheme.samples(state).visible.shape)
+    (4, (13, 7))
     """
 
     name = "ptt"
@@ -151,10 +158,7 @@ class TrajectoryTempering:
     ) -> None:
         self.operator = resolve_operator(operator)
         trajectory = as_trajectory(trajectory)
-        if pairs not in PAIR_SCHEDULES:
-            raise ValidationError(
-                f"pairs must be one of {', '.join(map(repr, PAIR_SCHEDULES))}, got {pairs!r}"
-            )
+        pairs = check_pairs(pairs)
         if isinstance(levels, str):
             if levels not in LEVEL_CHOICES:
                 raise ValidationError(
@@ -219,54 +223,29 @@ class TrajectoryTempering:
             tuple(layer[k * n_chains : (k + 1) * n_chains] for layer in state.chains.layers)
             for k in range(n_levels)
         ]
-        accepted = torch.zeros(n_levels - 1, n_chains, dtype=torch.bool, device=device)
-        attempted = torch.zeros(n_levels - 1, dtype=torch.bool, device=device)
-        completed = torch.zeros(n_chains, dtype=torch.int64, device=device)
-        replica, direction, n_rounds = state.replica, state.direction, state.n_rounds
         terms: list[MarginalTerms | None] = [None] * n_levels
-        if state.n_steps > 0 and state.n_steps % self.swap_every == 0:
-            groups = self._pair_groups(n_levels, n_rounds)
+        if swap_due(state, self.swap_every):
+            groups = pair_groups(self.pairs, n_levels, state.n_rounds)
             layers, terms_done, order, accepted = self._swap_round(
                 level_models, layers, groups, generator=generator
             )
             terms = list(terms_done)
-            for group in groups:
-                attempted[list(group)] = True
-            replica = replica.reshape(-1)[order].view(n_levels, n_chains)
-            direction, completed = self._update_directions(
-                direction.reshape(-1)[order].view(n_levels, n_chains)
-            )
-            n_rounds += 1
+            swaps = SwapRound.done(state, groups, order, accepted)
+        else:
+            swaps = SwapRound.skipped(state)
         ones = torch.ones(n_chains, dtype=state.chains.dtype, device=device)
         swept, flip_rate = [], torch.zeros(n_levels, dtype=torch.float64, device=device)
         for k, level_model in enumerate(level_models):
             before = Chains(layers=layers[k], beta=ones)
             after, _ = self.operator.step(level_model, before, generator=generator, terms=terms[k])
             swept.append(after.layers)
-            changed = sum(
-                (old != new).sum(1, dtype=torch.int64)
-                for old, new in zip(before.layers, after.layers, strict=True)
-            )
+            changed = units_changed(before, after)
             flip_rate[k] = changed.to(torch.float64).mean() / sum(layer.shape[1] for layer in after.layers)
         chains = Chains(
             layers=tuple(torch.cat([level[index] for level in swept]) for index in range(len(swept[0]))),
             beta=state.chains.beta,
         )
-        new_state = TrajectoryTemperingState(
-            chains=chains,
-            positions=state.positions,
-            replica=replica,
-            direction=direction,
-            round_trips=state.round_trips + completed,
-            swap_accepted=state.swap_accepted + accepted.sum(1),
-            swap_attempted=state.swap_attempted + attempted.to(torch.int64) * n_chains,
-            n_steps=state.n_steps + 1,
-            n_rounds=n_rounds,
-        )
-        info = TrajectoryTemperingInfo(
-            swap_accepted=accepted, swap_attempted=attempted, round_trips=completed, flip_rate=flip_rate
-        )
-        return new_state, info
+        return swaps.advance(state, chains, flip_rate, TrajectoryTemperingInfo)
 
     def samples(self, state: TrajectoryTemperingState) -> Chains:
         """The last level's replicas (the model), shape ``(n_chains, ·)`` per layer."""
@@ -278,30 +257,11 @@ class TrajectoryTempering:
         self, step_infos: Sequence[TrajectoryTemperingInfo], state: TrajectoryTemperingState
     ) -> TrajectoryTemperingSummary:
         """Acceptance per pair, round trips and flip rates over ``step_infos``."""
-        n_levels, n_chains = state.n_levels, state.n_chains
-        device = state.chains.device
-        accepted = torch.zeros(n_levels - 1, dtype=torch.int64, device=device)
-        attempts = torch.zeros(n_levels - 1, dtype=torch.int64, device=device)
-        round_trips = torch.zeros(n_chains, dtype=torch.int64, device=device)
-        flip_total = torch.zeros(n_levels, dtype=torch.float64, device=device)
-        for info in step_infos:
-            accepted += info.swap_accepted.sum(1)
-            attempts += info.swap_attempted.to(torch.int64) * n_chains
-            round_trips += info.round_trips
-            flip_total += info.flip_rate
-        n_steps = len(step_infos)
-        per_level = flip_total / n_steps if n_steps else torch.full_like(flip_total, math.nan)
         return TrajectoryTemperingSummary(
             positions=state.positions.clone(),
             updates=self._level_updates(state.positions),
-            swap_acceptance=accepted.to(torch.float64) / attempts.to(torch.float64),
-            swap_attempts=attempts,
-            round_trips=round_trips,
-            total_round_trips=int(round_trips.sum()),
-            flip_rate=float(per_level.mean()),
-            flip_rate_per_level=per_level,
-            n_steps=n_steps,
             selection=self.selection,
+            **swap_totals(step_infos, state),
         )
 
     def state_tensors(self, state: TrajectoryTemperingState) -> dict[str, Tensor]:
@@ -350,25 +310,13 @@ class TrajectoryTempering:
     def _fresh_state(
         self, model: RBM, positions: Tensor, n_chains: int, *, generator: torch.Generator
     ) -> TrajectoryTemperingState:
+        """``n_chains`` systems at ``positions``, every replica an exact draw of the anchor."""
         n_levels = positions.numel()
-        device = model.device
         start = self.trajectory.sample_anchor(
-            n_levels * n_chains, generator=generator, dtype=model.dtype, device=device
+            n_levels * n_chains, generator=generator, dtype=model.dtype, device=model.device
         )
-        replica = torch.arange(n_levels, device=device)[:, None].expand(n_levels, n_chains).clone()
-        direction = torch.full((n_levels, n_chains), _UNLABELLED, dtype=torch.int8, device=device)
-        direction[0] = _UP
-        zeros = torch.zeros(n_levels - 1, dtype=torch.int64, device=device)
         return TrajectoryTemperingState(
-            chains=start,
-            positions=positions,
-            replica=replica,
-            direction=direction,
-            round_trips=torch.zeros(n_chains, dtype=torch.int64, device=device),
-            swap_accepted=zeros,
-            swap_attempted=zeros.clone(),
-            n_steps=0,
-            n_rounds=0,
+            chains=start, positions=positions, **fresh_counters(n_levels, n_chains, model.device)
         )
 
     def _select(self, model: RBM, candidates: list[float], *, generator: torch.Generator) -> list[float]:
@@ -410,12 +358,6 @@ class TrajectoryTempering:
         return [candidates[index] for index in kept[:-1]]
 
     # ------------------------------------------------------------------ moves
-    def _pair_groups(self, n_levels: int, n_rounds: int) -> list[tuple[int, ...]]:
-        if self.pairs == "all":
-            return [(k,) for k in range(n_levels - 1)]
-        lower = tuple(range(n_rounds % 2, n_levels - 1, 2))
-        return [lower] if lower else []
-
     def _swap_round(
         self,
         level_models: list[RBM],
@@ -477,16 +419,6 @@ class TrajectoryTempering:
             new_hidden = torch.where(moved[k][:, None], redrawn.layers[1], hidden[k])
             new_layers.append((visible[k], new_hidden))
         return new_layers, terms, order, accepted
-
-    @staticmethod
-    def _update_directions(direction: Tensor) -> tuple[Tensor, Tensor]:
-        """Relabel replicas at the ends of the ladder; returns (direction, round trips completed)."""
-        direction = direction.clone()
-        bottom, top = direction[0], direction[-1]
-        completed = (bottom == _DOWN).to(torch.int64)
-        direction[0] = torch.full_like(bottom, _UP)
-        direction[-1] = torch.where(top == _UP, torch.full_like(top, _DOWN), top)
-        return direction, completed
 
 
 @register_scheme("ptt")

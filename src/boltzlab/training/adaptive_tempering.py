@@ -2,8 +2,9 @@
 
 One set of chains moves over a ladder of temperatures with Wang–Landau weights adapted for
 ever (the point, in learning, is to follow a moving model); their β = 1 visits give the model
-term. The scheme-driven phases (PT, CAST, Trans-SAP) live in :mod:`boltzlab.training.tempered`,
-whose moving-rate bookkeeping and checkpoint helpers this phase shares.
+term. The scheme-driven phases (PT, CAST, Trans-SAP) live in :mod:`boltzlab.training.tempered`;
+this phase shares their scheme steps, moving rates and checkpoint helpers
+(:mod:`boltzlab.training.scheme_steps`).
 """
 
 from __future__ import annotations
@@ -21,16 +22,18 @@ from boltzlab.tempering.simulated import SimulatedTemperingState
 from boltzlab.tempering.wang_landau import AdaptiveSimulatedTempering
 from boltzlab.training.negative import (
     NegativePhaseBase,
-    chains_from_tensors,
+    advance_chains,
     chains_to_tensors,
+    persistent_chains_from_tensors,
     register_phase,
 )
-from boltzlab.training.tempered import (
-    SCHEME_PREFIX,
+from boltzlab.training.scheme_steps import (
     ST_METRICS,
     MovingRates,
+    advance_scheme,
     scheme_tensors,
     st_metrics,
+    with_scheme_prefix,
 )
 from boltzlab.validation import check_positive_int
 
@@ -145,9 +148,7 @@ class AdaptiveTemperingLearning(NegativePhaseBase):
     ) -> tuple[AdaptiveTemperingLearningState, Chains]:
         """``k`` SAP sweeps, or (every ``sap_updates + 1``-th update) one adaptive-ST run."""
         if state.updates_since_run < self.sap_updates:
-            chains = state.chains
-            for _ in range(self.k):
-                chains, _ = self.operator.step(model, chains, generator=generator)
+            chains = advance_chains(self.operator, model, state.chains, self.k, generator=generator)
             return replace(state, chains=chains, updates_since_run=state.updates_since_run + 1), chains
         # The run starts every chain at the target level from its persistent state; only the
         # weights (and γ's step count and the visit counts) come from the previous run.
@@ -159,10 +160,16 @@ class AdaptiveTemperingLearning(NegativePhaseBase):
             levels=levels,
             last_target=state.chains,
         )
-        numerators, denominators = state.metric_numerators, state.metric_denominators
-        for _ in range(self.run_length):
-            scheme_state, info = self.scheme.step(model, scheme_state, generator=generator)
-            numerators, denominators = self.rates.add(numerators, denominators, info)
+        scheme_state, numerators, denominators = advance_scheme(
+            self.scheme,
+            model,
+            scheme_state,
+            self.run_length,
+            rates=self.rates,
+            numerators=state.metric_numerators,
+            denominators=state.metric_denominators,
+            generator=generator,
+        )
         chains = self.scheme.samples(scheme_state)
         new_state = AdaptiveTemperingLearningState(
             chains=chains,
@@ -182,22 +189,18 @@ class AdaptiveTemperingLearning(NegativePhaseBase):
 
     def state_tensors(self, state: AdaptiveTemperingLearningState) -> dict[str, Tensor]:
         tensors = chains_to_tensors(state.chains)
-        tensors.update(
-            {
-                SCHEME_PREFIX + name: value
-                for name, value in self.scheme.state_tensors(state.scheme_state).items()
-            }
-        )
+        tensors.update(with_scheme_prefix(self.scheme.state_tensors(state.scheme_state)))
         tensors["updates_since_run"] = torch.tensor([state.updates_since_run], dtype=torch.int64)
         tensors.update(self.rates.to_tensors(state.metric_numerators, state.metric_denominators))
         return tensors
 
     def state_from_tensors(self, model: Any, tensors: dict[str, Tensor]) -> AdaptiveTemperingLearningState:
-        chains = chains_from_tensors(tensors, dtype=model.dtype, device=model.device)
+        chains = persistent_chains_from_tensors(model, tensors, self.n_chains)
         scheme_state = self.scheme.state_from_tensors(model, scheme_tensors(tensors))
-        if chains.n_chains != self.n_chains or scheme_state.levels.shape[0] != self.n_chains:
+        if scheme_state.levels.shape[0] != self.n_chains:
             raise ValidationError(
-                f"the checkpoint holds {chains.n_chains} persistent chains, this run asks for {self.n_chains}"
+                f"the checkpoint holds {scheme_state.levels.shape[0]} tempered chains, "
+                f"this run asks for {self.n_chains}"
             )
         if "updates_since_run" not in tensors:
             raise ValidationError(

@@ -26,6 +26,7 @@ from boltzlab.operators.base import Operator
 from boltzlab.rng import sample_bernoulli
 from boltzlab.training.negative import (
     NegativePhaseBase,
+    advance_chains,
     chains_from_tensors,
     chains_to_tensors,
     register_phase,
@@ -92,9 +93,9 @@ class ContrastiveDivergence(NegativePhaseBase):
         # to reference because every sweep replaces each layer with a new tensor.
         hidden = tuple(sample_bernoulli(layer, generator=generator) for layer in positive[1:])
         beta = torch.ones(batch.shape[0], dtype=batch.dtype, device=batch.device)
-        chains = Chains(layers=(batch, *hidden), beta=beta)
-        for _ in range(self.k):
-            chains, _ = self.operator.step(model, chains, generator=generator)
+        chains = advance_chains(
+            self.operator, model, Chains(layers=(batch, *hidden), beta=beta), self.k, generator=generator
+        )
         return CDState(chains=chains), chains
 
     def samples(self, state: CDState) -> Chains | None:

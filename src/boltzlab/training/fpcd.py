@@ -38,12 +38,7 @@ from torch import Tensor, nn
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.operators.base import Operator
-from boltzlab.training.negative import (
-    NegativePhaseBase,
-    chains_from_tensors,
-    chains_to_tensors,
-    register_phase,
-)
+from boltzlab.training.negative import NegativePhaseBase, chains_to_tensors, register_phase
 from boltzlab.training.pcd import PersistentContrastiveDivergence, PersistentState
 
 __all__ = ["FastPersistentContrastiveDivergence", "FastPersistentState", "with_parameters"]
@@ -107,17 +102,16 @@ class FastPersistentState:
     fast_parameters: tuple[Tensor, ...]
 
 
+@register_phase("fpcd")
 class FastPersistentContrastiveDivergence(NegativePhaseBase):
     """FPCD-k with any operator: persistent chains that sample with slow + fast parameters.
 
     Parameters
     ----------
-    operator : Operator
-    k : int, default 1
-        Sweeps of every persistent chain per update.
-    n_chains : int, default 100
-    init : {"data", "base"}, default "data"
-        Where the chains start, as in PCD (random training examples, or the model's base).
+    operator, k, n_chains, init
+        As in :class:`~boltzlab.training.pcd.PersistentContrastiveDivergence` (defaults
+        ``k = 1`` sweep per update, ``n_chains = 100``, chains started at the data), which
+        runs the chains.
     fast_learning_rate : float >= 0, optional
         Step size of the fast parameters on the applied gradient. ``None`` (default) means the
         run's initial slow learning rate, filled in by the trainer through :meth:`for_run`
@@ -257,11 +251,8 @@ class FastPersistentContrastiveDivergence(NegativePhaseBase):
         return tensors
 
     def state_from_tensors(self, model: Any, tensors: dict[str, Tensor]) -> FastPersistentState:
-        chains = chains_from_tensors(tensors, dtype=model.dtype, device=model.device)
-        if chains.n_chains != self.n_chains:
-            raise ValidationError(
-                f"the checkpoint holds {chains.n_chains} persistent chains, this run asks for {self.n_chains}"
-            )
+        # PCD reads the chain layers and ignores the fast.* entries beside them.
+        chains = self._pcd.state_from_tensors(model, tensors).chains
         names, fast = [], []
         for name, parameter in model.named_parameters():
             saved = tensors.get(_FAST_PREFIX + name)
@@ -276,12 +267,10 @@ class FastPersistentContrastiveDivergence(NegativePhaseBase):
         return FastPersistentState(chains=chains, names=tuple(names), fast_parameters=tuple(fast))
 
     def describe(self) -> dict[str, Any]:
+        # PCD's record with this phase's name (updating a key keeps its place) and the fast settings.
         return {
+            **self._pcd.describe(),
             "name": self.name,
-            "operator": repr(self.operator),
-            "k": self.k,
-            "n_chains": self.n_chains,
-            "init": self.init_from,
             "fast_learning_rate": self.fast_learning_rate,
             "fast_decay": self.fast_decay,
         }
@@ -294,10 +283,3 @@ def _check_real(value: Any, name: str, *, low: float, high: float) -> float:
     if not low <= value <= high or math.isinf(value):
         raise ValidationError(f"{name} must be a finite number in [{low:g}, {high:g}], got {value!r}")
     return value
-
-
-@register_phase("fpcd")
-def _make_fpcd(
-    *, operator: Operator, k: int, n_chains: int, **params: Any
-) -> FastPersistentContrastiveDivergence:
-    return FastPersistentContrastiveDivergence(operator=operator, k=k, n_chains=n_chains, **params)

@@ -10,12 +10,15 @@ simulated tempering and CAST (Tieleman & Hinton 2009; Desjardins et al. 2010; Sa
 A phase object holds configuration only; its evolving state is a separate value (a frozen
 dataclass) that the trainer threads through ``step`` and checkpoints through
 ``state_tensors`` / ``state_from_tensors``, so a resumed run continues bit for bit.
+
+What the persistent-chain phases share lives here too: :func:`advance_chains` (``k`` operator
+sweeps) and :func:`persistent_chains_from_tensors` (their chains read back from a checkpoint).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -31,10 +34,12 @@ __all__ = [
     "PHASE_ALIASES",
     "NegativePhase",
     "NegativePhaseBase",
+    "advance_chains",
     "available_phases",
     "chains_from_tensors",
     "chains_to_tensors",
     "get_phase",
+    "persistent_chains_from_tensors",
     "register_phase",
 ]
 
@@ -123,13 +128,77 @@ class NegativePhaseBase:
         return {}
 
 
+def advance_chains(
+    operator: Operator, model: Any, chains: Chains, n_sweeps: int, *, generator: torch.Generator
+) -> Chains:
+    """``n_sweeps`` sweeps of every chain by ``operator`` under the model's current parameters.
+
+    Parameters
+    ----------
+    operator : Operator
+        The transition operator.
+    model : TemperedModel
+        With the parameters of this update.
+    chains : Chains
+        Layers of shape ``(n_chains, n_units)``; each chain sweeps at its own β.
+    n_sweeps : int
+        Sweeps of every chain (``k`` of CD, PCD and SAP).
+    generator : torch.Generator
+
+    Returns
+    -------
+    Chains
+        The chains after the last sweep (new tensors; ``chains`` is not modified).
+    """
+    for _ in range(n_sweeps):
+        chains, _ = operator.step(model, chains, generator=generator)
+    return chains
+
+
+def persistent_chains_from_tensors(model: Any, tensors: dict[str, Tensor], n_chains: int) -> Chains:
+    """Persistent chains read back from a checkpoint, refused unless there are ``n_chains``.
+
+    Parameters
+    ----------
+    model : TemperedModel
+        Gives the device and dtype of the returned layers.
+    tensors : dict[str, Tensor]
+        A phase's checkpoint tensors holding :func:`chains_to_tensors` output (other keys
+        are ignored).
+    n_chains : int
+        Persistent chains the resuming run asks for.
+
+    Raises
+    ------
+    ValidationError
+        The checkpoint holds another number of chains.
+    """
+    chains = chains_from_tensors(tensors, dtype=model.dtype, device=model.device)
+    if chains.n_chains != n_chains:
+        raise ValidationError(
+            f"the checkpoint holds {chains.n_chains} persistent chains, this run asks for {n_chains}"
+        )
+    return chains
+
+
 PhaseFactory = Callable[..., NegativePhase]
 _PHASES: Registry[PhaseFactory] = Registry("algorithm")
+# Bound to the factory type so that decorating a phase class leaves its own type to readers.
+_Factory = TypeVar("_Factory", bound=PhaseFactory)
 
 
-def register_phase(name: str) -> Callable[[PhaseFactory], PhaseFactory]:
-    """Decorator: make ``factory(*, operator, k, n_chains, **params)`` reachable by ``name``."""
-    return _PHASES.register(name)
+def register_phase(name: str) -> Callable[[_Factory], _Factory]:
+    """Decorator: make ``factory(*, operator, k, n_chains, **params)`` reachable by ``name``.
+
+    A phase class whose constructor takes those keywords is its own factory and may be
+    decorated directly.
+    """
+
+    def decorate(factory: _Factory) -> _Factory:
+        _PHASES.add(name, factory)
+        return factory
+
+    return decorate
 
 
 # Other names of registered phases: SAP (stochastic approximation, the CAST paper's name) is

@@ -25,8 +25,9 @@ from boltzlab.errors import ValidationError
 from boltzlab.operators.base import Operator
 from boltzlab.training.negative import (
     NegativePhaseBase,
-    chains_from_tensors,
+    advance_chains,
     chains_to_tensors,
+    persistent_chains_from_tensors,
     register_phase,
 )
 from boltzlab.validation import check_positive_int
@@ -49,6 +50,7 @@ class PersistentState:
     chains: Chains
 
 
+@register_phase("pcd")
 class PersistentContrastiveDivergence(NegativePhaseBase):
     """PCD-k (SAP) with any operator.
 
@@ -98,9 +100,7 @@ class PersistentContrastiveDivergence(NegativePhaseBase):
         generator: torch.Generator,
     ) -> tuple[PersistentState, Chains]:
         """``k`` sweeps of the persistent chains under the current parameters."""
-        chains = state.chains
-        for _ in range(self.k):
-            chains, _ = self.operator.step(model, chains, generator=generator)
+        chains = advance_chains(self.operator, model, state.chains, self.k, generator=generator)
         return PersistentState(chains=chains), chains
 
     def samples(self, state: PersistentState) -> Chains | None:
@@ -110,12 +110,7 @@ class PersistentContrastiveDivergence(NegativePhaseBase):
         return chains_to_tensors(state.chains)
 
     def state_from_tensors(self, model: Any, tensors: dict[str, Tensor]) -> PersistentState:
-        chains = chains_from_tensors(tensors, dtype=model.dtype, device=model.device)
-        if chains.n_chains != self.n_chains:
-            raise ValidationError(
-                f"the checkpoint holds {chains.n_chains} persistent chains, this run asks for {self.n_chains}"
-            )
-        return PersistentState(chains=chains)
+        return PersistentState(chains=persistent_chains_from_tensors(model, tensors, self.n_chains))
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -125,8 +120,3 @@ class PersistentContrastiveDivergence(NegativePhaseBase):
             "n_chains": self.n_chains,
             "init": self.init_from,
         }
-
-
-@register_phase("pcd")
-def _make_pcd(*, operator: Operator, k: int, n_chains: int, **params: Any) -> PersistentContrastiveDivergence:
-    return PersistentContrastiveDivergence(operator=operator, k=k, n_chains=n_chains, **params)

@@ -34,7 +34,7 @@ import torch
 from torch import Tensor
 
 from boltzlab.errors import ValidationError
-from boltzlab.models.dbm import DBM
+from boltzlab.models.dbm import DBM, check_layer_sizes
 from boltzlab.models.rbm import RBM
 from boltzlab.rng import resolve_generator, sample_bernoulli, spawn
 from boltzlab.training.state import TrainResult
@@ -114,7 +114,7 @@ def pretrain_dbm(
     >>> result.dbm.layer_sizes, [rbm.layer_sizes for rbm in result.rbms]
     ((9, 6, 4), [(9, 6), (6, 4)])
     """
-    sizes = DBM._check_sizes(layer_sizes)
+    sizes = check_layer_sizes(layer_sizes)
     n_layers = len(sizes) - 1
     if isinstance(n_updates, (list, tuple)):
         require(

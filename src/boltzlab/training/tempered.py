@@ -29,15 +29,14 @@ where the scheme's ``init`` puts them (exact samples of the model's base, which 
 fits to the data's marginals), not at training examples.
 
 **Diagnostics.** Each algorithm turns a scheme step's ``info`` into a few rates (swap or
-move acceptance), kept as exponential moving averages of numerator and denominator over
-about ``metrics_horizon`` steps on the device — no synchronisation per update — and part of
-the checkpointed state, so a resumed run logs the same numbers. They land in the trainer's
-history as ``extra`` metrics.
+move acceptance), kept as moving averages that are part of the checkpointed state
+(:mod:`boltzlab.training.scheme_steps`, which the ``"ast"`` phase shares). They land in the
+trainer's history as ``extra`` metrics.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,134 +50,27 @@ from boltzlab.tempering.cast import CAST
 from boltzlab.tempering.ladders import Ladder
 from boltzlab.tempering.parallel import ParallelTempering
 from boltzlab.tempering.transitions import TemperedTransitions
-from boltzlab.training.negative import (
-    NegativePhaseBase,
-    register_phase,
+from boltzlab.training.negative import NegativePhaseBase, register_phase
+from boltzlab.training.scheme_steps import (
+    PT_METRICS,
+    ST_METRICS,
+    TT_METRICS,
+    MetricFunction,
+    MovingRates,
+    advance_scheme,
+    cast_metrics,
+    pt_metrics,
+    scheme_tensors,
+    tt_metrics,
+    with_scheme_prefix,
 )
 from boltzlab.training.settings import setting_record
 from boltzlab.validation import check_positive_int
 
-__all__ = [
-    "SCHEME_PREFIX",
-    "LadderOption",
-    "MovingRates",
-    "SchemePhase",
-    "SchemePhaseState",
-    "cast_metrics",
-    "pt_metrics",
-    "scheme_tensors",
-    "st_metrics",
-    "tt_metrics",
-]
-
-MetricFunction = Callable[[Any], tuple[Tensor, Tensor]]
-"""``info -> (numerators, denominators)``: float64 tensors of shape ``(n_metrics,)``."""
+__all__ = ["LadderOption", "SchemePhase", "SchemePhaseState"]
 
 # What a phase factory accepts as its ladder option.
 LadderOption = Ladder | Sequence[float] | Tensor | None
-
-SCHEME_PREFIX = "scheme."
-_NUMERATORS = "metrics.numerators"
-_DENOMINATORS = "metrics.denominators"
-
-
-def _float64(values: Sequence[Tensor | float], device: torch.device) -> Tensor:
-    return torch.stack([torch.as_tensor(value, dtype=torch.float64, device=device) for value in values])
-
-
-def pt_metrics(info: Any) -> tuple[Tensor, Tensor]:
-    """PT: ``swap_acceptance`` (accepted / proposed exchanges) and ``round_trips_per_step``
-    (completed bottom → top → bottom trips per system and step)."""
-    n_chains = info.swap_accepted.shape[1]
-    device = info.swap_accepted.device
-    numerators = _float64([info.swap_accepted.sum(), info.round_trips.sum()], device)
-    denominators = _float64([info.swap_attempted.sum() * n_chains, float(n_chains)], device)
-    return numerators, denominators
-
-
-def tt_metrics(info: Any) -> tuple[Tensor, Tensor]:
-    """Tempered transitions: ``move_acceptance`` (fraction of moves accepted) and
-    ``move_acceptance_probability`` (mean ``min(1, A)``, the same expectation with less noise)."""
-    n_chains = info.accepted.shape[0]
-    device = info.accepted.device
-    numerators = _float64([info.accepted.sum(), info.log_acceptance.clamp_max(0.0).exp().sum()], device)
-    return numerators, torch.full((2,), float(n_chains), dtype=torch.float64, device=device)
-
-
-def st_metrics(info: Any) -> tuple[Tensor, Tensor]:
-    """Adaptive ST: ``level_acceptance`` (accepted level moves) and ``bottom_occupancy``
-    (fraction of chain-steps at the hottest level; 0 when the chains never get there)."""
-    n_chains = info.accepted.shape[0]
-    device = info.accepted.device
-    numerators = _float64([info.accepted.sum(), (info.levels == 0).sum()], device)
-    return numerators, torch.full((2,), float(n_chains), dtype=torch.float64, device=device)
-
-
-def cast_metrics(info: Any) -> tuple[Tensor, Tensor]:
-    """CAST: :func:`st_metrics` of the fast chains."""
-    return st_metrics(info.fast)
-
-
-PT_METRICS = ("swap_acceptance", "round_trips_per_step")
-TT_METRICS = ("move_acceptance", "move_acceptance_probability")
-ST_METRICS = ("level_acceptance", "bottom_occupancy")
-
-
-class MovingRates:
-    """Exponentially weighted rates of scheme-step diagnostics (module docstring)."""
-
-    def __init__(self, names: Sequence[str], function: MetricFunction | None, horizon: float) -> None:
-        if bool(names) != (function is not None):
-            raise ValidationError("give metric_names and metric_function together")
-        if isinstance(horizon, bool) or not isinstance(horizon, (int, float)):
-            raise ValidationError(f"metrics_horizon must be a number >= 1, got {horizon!r}")
-        if not 1.0 <= float(horizon) < float("inf"):
-            raise ValidationError(f"metrics_horizon must be a finite number >= 1, got {horizon!r}")
-        self.names = tuple(names)
-        self.function = function
-        self.horizon = float(horizon)
-        self.keep = 1.0 - 1.0 / self.horizon
-
-    def zeros(self, device: torch.device) -> tuple[Tensor, Tensor]:
-        zeros = torch.zeros(len(self.names), dtype=torch.float64, device=device)
-        return zeros, zeros.clone()
-
-    def add(self, numerators: Tensor, denominators: Tensor, info: Any) -> tuple[Tensor, Tensor]:
-        """The sums after one more step (new tensors; no host synchronisation)."""
-        if self.function is None:
-            return numerators, denominators
-        step_numerators, step_denominators = self.function(info)
-        return numerators * self.keep + step_numerators, denominators * self.keep + step_denominators
-
-    def values(self, numerators: Tensor, denominators: Tensor) -> dict[str, float]:
-        """The rates; a metric with nothing measured yet is left out."""
-        pairs = zip(self.names, numerators.tolist(), denominators.tolist(), strict=True)
-        return {name: numerator / denominator for name, numerator, denominator in pairs if denominator > 0}
-
-    def to_tensors(self, numerators: Tensor, denominators: Tensor) -> dict[str, Tensor]:
-        return {_NUMERATORS: numerators, _DENOMINATORS: denominators}
-
-    def from_tensors(self, tensors: dict[str, Tensor], device: torch.device) -> tuple[Tensor, Tensor]:
-        n_metrics = len(self.names)
-        zeros = torch.zeros(n_metrics, dtype=torch.float64)
-        numerators = tensors.get(_NUMERATORS, zeros)
-        denominators = tensors.get(_DENOMINATORS, zeros)
-        if numerators.shape != (n_metrics,) or denominators.shape != (n_metrics,):
-            raise ValidationError(
-                f"the checkpoint's metrics have shape {tuple(numerators.shape)}, expected ({n_metrics},)"
-            )
-        return (
-            numerators.to(device=device, dtype=torch.float64),
-            denominators.to(device=device, dtype=torch.float64),
-        )
-
-
-def scheme_tensors(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
-    return {
-        name.removeprefix(SCHEME_PREFIX): value
-        for name, value in tensors.items()
-        if name.startswith(SCHEME_PREFIX)
-    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +106,7 @@ class SchemePhase(NegativePhaseBase):
         The scheme's ``n_chains``: the number of β = 1 chains that form the model term.
     metric_names : sequence of str, default ()
     metric_function : callable, optional
-        ``info -> (numerators, denominators)`` for ``metric_names`` (see :func:`pt_metrics`).
+        ``info -> (numerators, denominators)`` for ``metric_names`` (see :func:`~boltzlab.training.scheme_steps.pt_metrics`).
     metrics_horizon : float >= 1, default 100
         The moving averages forget with factor ``1 − 1/metrics_horizon`` per step.
     settings : dict, optional
@@ -280,11 +172,16 @@ class SchemePhase(NegativePhaseBase):
         generator: torch.Generator,
     ) -> tuple[SchemePhaseState, Chains]:
         """``k`` scheme steps under the current parameters; returns the β = 1 chains."""
-        scheme_state = state.scheme_state
-        numerators, denominators = state.metric_numerators, state.metric_denominators
-        for _ in range(self.k):
-            scheme_state, info = self.scheme.step(model, scheme_state, generator=generator)
-            numerators, denominators = self.rates.add(numerators, denominators, info)
+        scheme_state, numerators, denominators = advance_scheme(
+            self.scheme,
+            model,
+            state.scheme_state,
+            self.k,
+            rates=self.rates,
+            numerators=state.metric_numerators,
+            denominators=state.metric_denominators,
+            generator=generator,
+        )
         new_state = SchemePhaseState(
             scheme_state=scheme_state, metric_numerators=numerators, metric_denominators=denominators
         )
@@ -298,10 +195,7 @@ class SchemePhase(NegativePhaseBase):
         return self.rates.values(state.metric_numerators, state.metric_denominators)
 
     def state_tensors(self, state: SchemePhaseState) -> dict[str, Tensor]:
-        tensors = {
-            SCHEME_PREFIX + name: value
-            for name, value in self.scheme.state_tensors(state.scheme_state).items()
-        }
+        tensors = with_scheme_prefix(self.scheme.state_tensors(state.scheme_state))
         tensors.update(self.rates.to_tensors(state.metric_numerators, state.metric_denominators))
         return tensors
 

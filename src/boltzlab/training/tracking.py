@@ -14,7 +14,8 @@ with the hidden-summed, normalised-base ``f_k`` of docs/algorithms.md §1.3 — 
 RTS estimator (:mod:`boltzlab.estimators.rts`), so ``Ẑ_k`` estimates ``Z(β_k)`` with
 ``Z(0) = 1`` — and the prior ``r_k ∝ exp(2β_k)`` of the paper (more chains near β = 1, so more
 model-term samples, at the price of a noisier ``log Ẑ``). Each update makes ``k`` sweeps with
-the current parameters (the paper: 25 sweeps of 2,000 chains); one sweep is
+the current parameters (the paper: 25 sweeps of 2,000 chains); one sweep
+(:mod:`boltzlab.training.tracking_sweeps`) is
 
 1. one operator sweep of every chain at its own β (any operator);
 2. ``marginal_terms`` of the new states and ``log q(β_k | x)`` for all ``K`` levels;
@@ -59,13 +60,10 @@ influences (zero when ``initial_log_z`` is given without initial iterations, who
 is then left out).
 
 **Start.** ``init`` draws the chains from the model's base and runs the initial iterations of
-the paper's §2.4: up to ``n_initial_iterations`` (10) of ``initial_sweeps`` (50) sweeps, each
-from the previous states with fresh uniformly drawn levels, replacing ``Ẑ`` by the RTS
-estimate after each, stopping once ``max_k |ĉ_k/r_k − 1| < stop_tolerance`` (docs/open-questions.md
-item 11). They run with the model as it is at the start of training (the paper pretrains with
-CD-1 first); :func:`~boltzlab.estimators.tempered_samples.collect_tempered_samples` does the
-same for estimation but does not hand back its chains, so the loop here is its own, built
-from the same pure functions.
+the paper's §2.4 (:mod:`boltzlab.training.tracking_start`): up to ``n_initial_iterations`` (10)
+of ``initial_sweeps`` (50) sweeps, replacing ``Ẑ`` by the RTS estimate after each, stopping once
+``max_k |ĉ_k/r_k − 1| < stop_tolerance`` (docs/open-questions.md item 11). They run with the
+model as it is at the start of training (the paper pretrains with CD-1 first).
 
 **The callback** :class:`~boltzlab.training.likelihood_tracker.RTSLikelihoodTracker` (its own module) turns the phase's ``log Ẑ_K`` into train and
 validation log-likelihoods, ``mean log f(v) − log Ẑ_K`` (paper §4.4), every ``every`` updates,
@@ -78,13 +76,10 @@ term dominates; ``density_dtype="float32"`` evaluates it in single precision, ab
 faster, with errors far below the Monte Carlo error.
 """
 
-# Over 500 lines because its one topic, the "rts" phase class, needs them: its pure parts live in
-# rts_influence.py, level_densities.py and tracking_state.py.
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -92,29 +87,24 @@ from torch import Tensor
 
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.rts import rts_log_z, rts_tracking_update, stopping_statistic
-from boltzlab.estimators.tempered_samples import (
-    check_initial_log_z,
-    level_log_probabilities,
-    resolve_log_prior,
-)
-from boltzlab.models.base import MarginalTerms
+from boltzlab.estimators.rts import rts_tracking_update, stopping_statistic
+from boltzlab.estimators.tempered_samples import check_initial_log_z, resolve_log_prior
 from boltzlab.operators.base import Operator
 from boltzlab.operators.base import resolve as resolve_operator
 from boltzlab.tempering import ladders
-from boltzlab.tempering.base import redraw_summed_layers
+from boltzlab.tempering.base import check_choice
 from boltzlab.tempering.ladders import Ladder
-from boltzlab.tempering.level_moves import sample_categorical
-from boltzlab.training.level_densities import single_precision_log_f_all
 from boltzlab.training.negative import NegativePhaseBase, register_phase
 from boltzlab.training.rts_influence import chain_influence, influence_variance
 from boltzlab.training.settings import setting_record
+from boltzlab.training.tracking_start import start_tracking
 from boltzlab.training.tracking_state import (
     RTSTrackingState,
     concatenate_chains,
     tracking_state_from_tensors,
     tracking_state_tensors,
 )
+from boltzlab.training.tracking_sweeps import LevelSweeper, pooled_log_c
 from boltzlab.validation import check_nonnegative_int, check_positive_int
 
 __all__ = [
@@ -129,16 +119,7 @@ UPDATE_LEVELS = ("all", "target")
 DEFAULT_LEVELS = 100  # the paper's K
 
 
-@dataclass(frozen=True, slots=True)
-class _SweepResult:
-    """What :meth:`RTSTracking._sweeps` hands back (internal)."""
-
-    chains: Chains
-    levels: Tensor
-    log_sums: Tensor | None
-    target: list[Chains]
-
-
+@register_phase("rts")
 class RTSTracking(NegativePhaseBase):
     """Simulated-tempering chains that train the model and keep ``log Ẑ`` current (``"rts"``).
 
@@ -173,8 +154,8 @@ class RTSTracking(NegativePhaseBase):
         those after its last sweep.
     density_dtype : {"float64", "float32"}, default "float64"
         Precision of the ``n·K·J`` softplus evaluations of ``log f_k(x)``: float64, or float32
-        summed over units in float32 and then used in float64 (:func:`single_precision_log_f_all`:
-        about 2.5 times faster on a CPU, errors of order 1e-4 nats).
+        summed over units in float32 and then used in float64
+        (:func:`~boltzlab.training.level_densities.single_precision_log_f_all`: about 2.5 times faster on a CPU, errors of order 1e-4 nats).
     update_log_z : bool, default True
         Apply the damped update after each update. ``False`` trains with fixed weights
         ``Ẑ`` (simulated-tempering learning without tracking; used to time the tracking).
@@ -247,29 +228,13 @@ class RTSTracking(NegativePhaseBase):
         ):
             raise ValidationError(f"stop_tolerance must be a positive number, got {stop_tolerance!r}")
         self.stop_tolerance = float(stop_tolerance)
-        if target_samples not in TARGET_SAMPLES:
-            raise ValidationError(
-                f"target_samples must be one of {', '.join(map(repr, TARGET_SAMPLES))}, got {target_samples!r}"
-            )
-        self.target_samples = target_samples
-        if density_dtype not in DENSITY_DTYPES:
-            raise ValidationError(
-                f"density_dtype must be one of {', '.join(map(repr, DENSITY_DTYPES))}, got {density_dtype!r}"
-            )
-        self.density_dtype = density_dtype
+        self.target_samples = check_choice(target_samples, TARGET_SAMPLES, "target_samples")
+        self.density_dtype = check_choice(density_dtype, tuple(DENSITY_DTYPES), "density_dtype")
         if not isinstance(update_log_z, bool):
             raise ValidationError(f"update_log_z must be True or False, got {update_log_z!r}")
         self.update_log_z = update_log_z
-        if c_hat_sweeps not in SWEEP_CHOICES:
-            raise ValidationError(
-                f"c_hat_sweeps must be one of {', '.join(map(repr, SWEEP_CHOICES))}, got {c_hat_sweeps!r}"
-            )
-        self.c_hat_sweeps = c_hat_sweeps
-        if update_levels not in UPDATE_LEVELS:
-            raise ValidationError(
-                f"update_levels must be one of {', '.join(map(repr, UPDATE_LEVELS))}, got {update_levels!r}"
-            )
-        self.update_levels = update_levels
+        self.c_hat_sweeps = check_choice(c_hat_sweeps, SWEEP_CHOICES, "c_hat_sweeps")
+        self.update_levels = check_choice(update_levels, UPDATE_LEVELS, "update_levels")
         self._beta_cache: dict[tuple[torch.dtype, torch.device], tuple[Tensor, Tensor]] = {}
 
     def __repr__(self) -> str:
@@ -300,107 +265,36 @@ class RTSTracking(NegativePhaseBase):
             self._beta_cache[key] = (in_dtype, in_dtype.to(torch.float64))
         return self._beta_cache[key]
 
-    # ------------------------------------------------------------------ kernels
-    def _level_log_probabilities(
-        self, terms: MarginalTerms, betas: Tensor, log_prior: Tensor, log_z_hat: Tensor
-    ) -> Tensor:
-        """``log q(β_k | x)``, shape ``(n, K)``, float64, rows normalised."""
-        if self.density_dtype == "float64":
-            return level_log_probabilities(terms, betas, log_prior=log_prior, log_z_hat=log_z_hat)
-        log_f = single_precision_log_f_all(terms, betas)
-        log_q = log_f + (log_prior - log_z_hat)[None, :]
-        return log_q - torch.logsumexp(log_q, 1, keepdim=True)
+    def log_prior(self, model: Any) -> Tensor:
+        """Normalised ``log r_k`` on the model's device; shape ``(K,)``, float64."""
+        return resolve_log_prior(self.prior, self.level_betas(model)[1].cpu()).to(model.device)
 
-    def _sweeps(
-        self,
-        model: Any,
-        chains: Chains,
-        levels: Tensor,
-        *,
-        n_sweeps: int,
-        log_prior: Tensor,
-        log_z_hat: Tensor,
-        accumulate_from: int | None,
-        collect: str | None,
-        generator: torch.Generator,
-    ) -> _SweepResult:
-        """``n_sweeps`` tempered sweeps with fixed ``Ẑ`` (module docstring, steps 1–5)."""
+    def sweeper(self, model: Any, log_prior: Tensor) -> LevelSweeper:
+        """The chains' sweeps under ``model``'s current parameters; ``log_prior`` shape ``(K,)``, float64."""
         betas, betas64 = self.level_betas(model)
-        log_sums = None
-        if accumulate_from is not None:
-            log_sums = torch.full(
-                (chains.n_chains, self.n_levels), -math.inf, dtype=torch.float64, device=model.device
-            )
-        target: list[Chains] = []
-        terms = None  # the parameters changed since the last sweep: no pre-activations to reuse
-        for sweep in range(n_sweeps):
-            swept, _ = self.operator.step(model, chains, generator=generator, terms=terms)
-            terms = model.marginal_terms(swept.layers)
-            log_q = self._level_log_probabilities(terms, betas64, log_prior, log_z_hat)
-            if log_sums is not None and sweep >= accumulate_from:
-                torch.logaddexp(log_sums, log_q, out=log_sums)
-            levels = sample_categorical(log_q, generator=generator)
-            chains = redraw_summed_layers(
-                model, Chains(layers=swept.layers, beta=betas[levels]), terms, generator=generator
-            )
-            if collect == "all-sweeps" or (collect == "last-sweep" and sweep == n_sweeps - 1):
-                target.append(chains.select((levels == self.top).nonzero().squeeze(1)))
-        return _SweepResult(chains=chains, levels=levels, log_sums=log_sums, target=target)
-
-    @staticmethod
-    def _pooled_log_c(log_sums: Tensor) -> Tensor:
-        pooled = torch.logsumexp(log_sums, 0)
-        return pooled - torch.logsumexp(pooled, 0)
+        return LevelSweeper(
+            operator=self.operator,
+            betas=betas,
+            betas64=betas64,
+            log_prior=log_prior,
+            density_dtype=self.density_dtype,
+        )
 
     # ------------------------------------------------------------------ contract
     def init(self, model: Any, data: Tensor, *, generator: torch.Generator) -> RTSTrackingState:
         """Chains from the base, then the initial iterations (module docstring); ``data`` unused."""
-        betas, betas64 = self.level_betas(model)
-        device = model.device
-        log_prior = resolve_log_prior(self.prior, betas64.cpu()).to(device)
-        log_z_hat = self.initial_log_z.to(device)
-        influence = torch.zeros((self.n_chains, self.n_levels), dtype=torch.float64, device=device)
-        log_c = log_prior.clone()
-        chains = model.init_chains(self.n_chains, generator=generator)
-        levels = torch.zeros(self.n_chains, dtype=torch.int64, device=device)
-        stop_statistics = []
-        for _ in range(self.n_initial_iterations):
-            levels = torch.randint(self.n_levels, (self.n_chains,), generator=generator, device=device)
-            chains = redraw_summed_layers(
-                model,
-                Chains(layers=chains.layers, beta=betas[levels]),
-                model.marginal_terms(chains.layers),
-                generator=generator,
-            )
-            swept = self._sweeps(
-                model,
-                chains,
-                levels,
-                n_sweeps=self.initial_sweeps,
-                log_prior=log_prior,
-                log_z_hat=log_z_hat,
-                accumulate_from=0,
-                collect=None,
-                generator=generator,
-            )
-            chains, levels, log_sums = swept.chains, swept.levels, swept.log_sums
-            if log_sums is None:  # accumulating always returns sums; this keeps the types honest
-                raise RuntimeError("tempered sweeps returned no level-probability sums")
-            log_c = self._pooled_log_c(log_sums)
-            log_z_hat = rts_log_z(log_z_hat, log_prior, log_c)
-            influence = chain_influence(log_sums)
-            statistic = stopping_statistic(log_c, log_prior)
-            stop_statistics.append(statistic)
-            if statistic < self.stop_tolerance:
-                break
-        # One level draw given the states, so the levels follow q(β | x) under the final Ẑ
-        # (without initial iterations the chains are base samples that need a level).
-        terms = model.marginal_terms(chains.layers)
-        log_q = self._level_log_probabilities(terms, betas64, log_prior, log_z_hat)
-        levels = sample_categorical(log_q, generator=generator)
-        chains = redraw_summed_layers(
-            model, Chains(layers=chains.layers, beta=betas[levels]), terms, generator=generator
+        log_prior = self.log_prior(model)
+        start = start_tracking(
+            model,
+            self.sweeper(model, log_prior),
+            n_chains=self.n_chains,
+            log_z_hat=self.initial_log_z.to(model.device),
+            n_iterations=self.n_initial_iterations,
+            n_sweeps=self.initial_sweeps,
+            stop_tolerance=self.stop_tolerance,
+            generator=generator,
         )
+        chains, levels = start.chains, start.levels
         at_top = levels == self.top
         if bool(at_top.any()):
             target = chains.select(at_top.nonzero().squeeze(1))
@@ -409,14 +303,14 @@ class RTSTracking(NegativePhaseBase):
         return RTSTrackingState(
             chains=chains,
             levels=levels,
-            log_z_hat=log_z_hat,
-            influence=influence,
-            log_c=log_c,
+            log_z_hat=start.log_z_hat,
+            influence=start.influence,
+            log_c=start.log_c,
             log_prior=log_prior,
             target=target.with_beta(1.0),
             n_updates=0,
             n_reused=0,
-            initial_stop_statistics=torch.tensor(stop_statistics, dtype=torch.float64),
+            initial_stop_statistics=start.stop_statistics,
         )
 
     def step(
@@ -435,12 +329,11 @@ class RTSTracking(NegativePhaseBase):
         accumulate_from = None
         if self.update_log_z:
             accumulate_from = 0 if self.c_hat_sweeps == "all-sweeps" else self.k - 1
-        swept = self._sweeps(
+        swept = self.sweeper(model, state.log_prior).sweeps(
             model,
             state.chains,
             state.levels,
             n_sweeps=self.k,
-            log_prior=state.log_prior,
             log_z_hat=state.log_z_hat,
             accumulate_from=accumulate_from,
             collect=self.target_samples,
@@ -454,7 +347,7 @@ class RTSTracking(NegativePhaseBase):
             target, n_reused = state.target, n_reused + 1
         log_z_hat, influence, log_c = state.log_z_hat, state.influence, state.log_c
         if swept.log_sums is not None:
-            log_c = self._pooled_log_c(swept.log_sums)
+            log_c = pooled_log_c(swept.log_sums)
             updated = rts_tracking_update(log_z_hat, log_c, state.log_prior, step_size=self.step_size)
             # log Ẑ moves by α·(increment): each chain's influence follows the same average.
             averaged = torch.lerp(influence, chain_influence(swept.log_sums), self.step_size)
@@ -506,13 +399,12 @@ class RTSTracking(NegativePhaseBase):
         return tracking_state_tensors(state)
 
     def state_from_tensors(self, model: Any, tensors: dict[str, Tensor]) -> RTSTrackingState:
-        betas, betas64 = self.level_betas(model)
         return tracking_state_from_tensors(
             model,
             tensors,
             n_chains=self.n_chains,
-            betas=betas,
-            log_prior=resolve_log_prior(self.prior, betas64.cpu()).to(model.device),
+            betas=self.level_betas(model)[0],
+            log_prior=self.log_prior(model),
         )
 
     def describe(self) -> dict[str, Any]:
@@ -534,9 +426,3 @@ class RTSTracking(NegativePhaseBase):
             "c_hat_sweeps": self.c_hat_sweeps,
             "update_levels": self.update_levels,
         }
-
-
-@register_phase("rts")
-def _make_rts(*, operator: Operator, k: int, n_chains: int, **options: Any) -> RTSTracking:
-    """``train(..., algorithm="rts", k=sweeps per update, n_chains=..., algorithm_params=options)``."""
-    return RTSTracking(operator=operator, k=k, n_chains=n_chains, **options)
