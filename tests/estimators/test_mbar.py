@@ -23,8 +23,7 @@ from boltzlab.estimators.verdicts import check_neighbour_overlap
 from boltzlab.models import log_f_marginal_all
 from boltzlab.numerics import log_mean_exp
 from harness import check_estimator_exact, random_rbm
-
-MAX_Z = 4.0
+from tolerances import MAX_Z
 
 
 def test_samples_from_one_level_give_importance_sampling():

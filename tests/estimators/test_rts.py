@@ -24,8 +24,7 @@ from boltzlab.estimators.tempered_samples import level_log_probabilities, resolv
 from boltzlab.models import log_f_marginal_all
 from boltzlab.models.rbm import all_binary_states
 from harness import check_estimator_exact, random_rbm
-
-MAX_Z = 4.0
+from tolerances import MAX_Z
 
 
 def exact_log_z_levels(model: bl.RBM, betas: torch.Tensor) -> torch.Tensor:

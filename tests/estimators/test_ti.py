@@ -27,8 +27,7 @@ from boltzlab.estimators.ti import (
 from boltzlab.models import log_f_marginal_all, path_derivative
 from boltzlab.models.rbm import all_binary_states
 from harness import check_estimator_exact, random_rbm
-
-MAX_Z = 4.0
+from tolerances import MAX_Z
 
 
 def visible_terms(model: bl.RBM):

@@ -21,8 +21,7 @@ from boltzlab.errors import ValidationError
 from boltzlab.io import load_model
 from boltzlab.models import GaussianRBM, all_binary_states, log_f_marginal
 from boltzlab.training.gaussian_objective import GaussianRBMObjective
-
-Z_LIMIT = 4.0  # |z| above this for any of a test's few dozen statistics has probability < 1e-3
+from tolerances import MAX_Z
 
 
 def random_gaussian_rbm(
@@ -99,7 +98,7 @@ def assert_matches_exact(model: GaussianRBM, chains: bl.Chains, beta: float) -> 
     p = probabilities.to(torch.float64)
     z_hidden = (frequencies - p) / (p * (1 - p) / n).sqrt()
     for name, z in (("E[v]", z_mean), ("E[v^2]", z_second), ("p(h)", z_hidden)):
-        assert float(z.abs().max()) < Z_LIMIT, f"{name} at beta={beta}: z = {z.tolist()}"
+        assert float(z.abs().max()) < MAX_Z, f"{name} at beta={beta}: z = {z.tolist()}"
 
 
 # ------------------------------------------------------------------ exact log Z
@@ -223,9 +222,9 @@ def test_sample_conditional_draws_the_gaussian():
     )
     conditional = model.visible_conditional(h[:1], 0.35)
     mean, std = conditional.mean[0], conditional.std[0]
-    assert float(((v.mean(0) - mean) / (std / math.sqrt(n))).abs().max()) < Z_LIMIT
+    assert float(((v.mean(0) - mean) / (std / math.sqrt(n))).abs().max()) < MAX_Z
     # The sample variance of n Gaussians has standard error σ²·√(2/(n−1)).
-    assert float(((v.var(0) - std**2) / (std**2 * math.sqrt(2 / (n - 1)))).abs().max()) < Z_LIMIT
+    assert float(((v.var(0) - std**2) / (std**2 * math.sqrt(2 / (n - 1)))).abs().max()) < MAX_Z
 
 
 def test_visible_layer_has_no_logits():
@@ -314,12 +313,12 @@ def test_ais_agrees_with_exact_log_z(operator):
         generator=8,
     )
     assert estimate.stderr < 0.2
-    assert abs(estimate.log_z - exact) < Z_LIMIT * estimate.stderr, (estimate.log_z, exact, estimate.stderr)
+    assert abs(estimate.log_z - exact) < MAX_Z * estimate.stderr, (estimate.log_z, exact, estimate.stderr)
 
 
 def test_raise_agrees_with_the_exact_log_likelihood_of_real_data():
     """RAISE starts at real data (the trainer's data hook) and runs the reverse chain through the
-    Gaussian conditional; each example's estimate is within Z_LIMIT standard errors of exact."""
+    Gaussian conditional; each example's estimate is within MAX_Z standard errors of exact."""
     from boltzlab.estimators.raise_ import raise_log_likelihood
 
     model = random_gaussian_rbm(6, 7, scale=0.4, seed=3, dtype=torch.float32)
@@ -330,7 +329,7 @@ def test_raise_agrees_with_the_exact_log_likelihood_of_real_data():
     )
     z = (result.log_likelihoods - exact) / result.stderrs
     assert float(result.stderrs.max()) < 0.1
-    assert float(z.abs().max()) < Z_LIMIT, (result.log_likelihoods, exact, result.stderrs)
+    assert float(z.abs().max()) < MAX_Z, (result.log_likelihoods, exact, result.stderrs)
 
 
 def test_log_likelihood_of_real_data_and_validation():
@@ -390,7 +389,7 @@ def test_model_term_is_the_gradient_of_log_z():
         numeric = _finite_difference(lambda: bl.exact_log_z(model), getattr(model, name))
         values = torch.stack([getattr(batch, name) for batch in batches])
         z = (values.mean(0) - numeric) / (values.std(0) / math.sqrt(len(batches)))
-        assert float(z.abs().max()) < Z_LIMIT, (name, z)
+        assert float(z.abs().max()) < MAX_Z, (name, z)
 
 
 @pytest.mark.parametrize("learn_std", [False, True])
@@ -442,7 +441,7 @@ def test_training_increases_the_exact_log_likelihood(algorithm):
     )
     after = -model.free_energy(data) - bl.exact_log_z(model)
     gain = after - before
-    assert float(gain.mean()) > Z_LIMIT * float(gain.std() / math.sqrt(len(gain)))
+    assert float(gain.mean()) > MAX_Z * float(gain.std() / math.sqrt(len(gain)))
     first, last = result.history[0], result.history[-1]
     assert first.train_log_likelihood == pytest.approx(float(before.mean()), abs=1e-9)
     assert last.train_log_likelihood == pytest.approx(float(after.mean()), abs=1e-9)

@@ -16,8 +16,7 @@ import boltzlab as bl
 from boltzlab.errors import ValidationError
 from boltzlab.models import GaussianMixtureFamily, log_f_marginal, log_f_marginal_all, path_derivative
 from boltzlab.numerics import log_mean_exp, log_mean_exp_stderr
-
-MAX_Z = 4.0
+from tolerances import MAX_Z
 
 
 def three_component_family(dtype=torch.float64) -> GaussianMixtureFamily:
