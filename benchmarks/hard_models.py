@@ -473,7 +473,9 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
                 print(f"  {method}: {outcome} [{row['wall_s']:.1f} s]", file=sys.stderr)
             write_csv(arguments.out / "hard_models.csv", rows, COLUMNS)
             write_csv(arguments.out / "hard_models_diagnostics.csv", diagnostics)
-    text = report(rows, methods)
+    # The report says how it was made, so a results file is never separated from its command.
+    command = "python benchmarks/hard_models.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = f"Made by `{command.strip()}` (boltzlab {bl.__version__}).\n\n" + report(rows, methods)
     (arguments.out).mkdir(parents=True, exist_ok=True)
     (arguments.out / "hard_models.md").write_text(text + "\n")
     print(text)
