@@ -25,6 +25,7 @@ from boltzlab.estimators.trust import (
     check_lower_bound,
     check_stderr,
     group_log_means,
+    group_spread_stderr,
 )
 from boltzlab.estimators.verdicts import judge
 
@@ -213,3 +214,31 @@ def test_judge_reads_the_budget_checks_or_runs_them_on_bare_samples():
     bare = rts_from_samples(dataclasses.replace(samples, log_probability_sums=skewed))
     judged = judge(model, bare, lower_bound_sweeps=0)
     assert not judged.reliable and any("level balance" in warning for warning in judged.warnings)
+
+
+def test_group_spread_stderr_is_the_pooled_error_of_independent_groups():
+    assert group_spread_stderr([1.0]) == 0.0
+    assert group_spread_stderr([1.0, 1.0, 1.0, 1.0]) == 0.0
+    # sd([0, 1, 2, 3]) = 1.29; over sqrt(4).
+    assert group_spread_stderr([0.0, 1.0, 2.0, 3.0]) == pytest.approx(math.sqrt(5 / 3) / 2)
+
+
+def test_error_bar_widens_to_the_groups_spread_and_never_narrows():
+    model = sharp_rbm(10, 6, seed=4, scale=2.0)
+    exact = bl.exact_log_z(model)
+    # 128 chains: three groups' weights near 0, one group's two nats higher, so the groups
+    # scatter far beyond the delta-method error computed from the pooled weights.
+    log_weights = torch.zeros(128, dtype=torch.float64)
+    log_weights += torch.linspace(-0.01, 0.01, 128, dtype=torch.float64)
+    log_weights[96:] += 2.0
+    info = type("Info", (), {"log_weights": log_weights})()
+    narrow = LogZEstimate(log_z=exact, stderr=1e-3, method="ais", cost_sweeps=1, bound="lower", info=info)
+    judged = judge(model, narrow, lower_bound_sweeps=0)
+    values, _ = group_log_means(log_weights, 4)
+    assert judged.stderr == pytest.approx(group_spread_stderr(values)) and judged.stderr > 0.4
+    assert any("standard error widened from 0.001" in warning for warning in judged.warnings)
+    # An error bar already wider than the spread is kept as it is, with no note.
+    wide = dataclasses.replace(narrow, stderr=5.0)
+    kept = judge(model, wide, lower_bound_sweeps=0)
+    assert kept.stderr == 5.0 and not any("widened" in warning for warning in kept.warnings)
+    assert judged.log_z == narrow.log_z  # only the error bar moves

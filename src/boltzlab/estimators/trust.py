@@ -47,6 +47,7 @@ __all__ = [
     "check_round_trips",
     "check_stderr",
     "group_log_means",
+    "group_spread_stderr",
 ]
 
 #: An importance-weighted estimate needs this many effective samples ...
@@ -158,6 +159,20 @@ def group_log_means(log_weights: Tensor, n_groups: int) -> tuple[Tensor, Tensor]
     log_mean = torch.logsumexp(groups, 1) - math.log(groups.shape[1])
     stderr = torch.tensor([log_mean_exp_stderr(group) for group in groups], dtype=torch.float64)
     return log_mean, stderr
+
+
+def group_spread_stderr(values: Sequence[float] | Tensor) -> float:
+    """Standard error of a pooled estimate from the spread of ``G`` independent group estimates.
+
+    ``sd(values) / sqrt(G)`` (unbiased sd): each group estimate has about ``sqrt(G)`` times the
+    pooled one's error, so their spread measures that error without the delta method's
+    reliance on the weights' variance, which heavy-tailed importance weights understate.
+    Returns 0 for fewer than two values.
+    """
+    x = torch.as_tensor(values, dtype=torch.float64).flatten()
+    if x.numel() < 2 or not bool(torch.isfinite(x).all()):
+        return 0.0
+    return float(x.std() / math.sqrt(x.numel()))
 
 
 def check_group_agreement(
