@@ -242,3 +242,19 @@ def test_error_bar_widens_to_the_groups_spread_and_never_narrows():
     kept = judge(model, wide, lower_bound_sweeps=0)
     assert kept.stderr == 5.0 and not any("widened" in warning for warning in kept.warnings)
     assert judged.log_z == narrow.log_z  # only the error bar moves
+
+
+def test_a_witness_started_from_the_base_says_so_and_one_from_data_does_not():
+    model = sharp_rbm(10, 6, seed=4, scale=2.0)
+    estimate = LogZEstimate(
+        log_z=bl.exact_log_z(model), stderr=0.05, method="ais", cost_sweeps=1, bound="lower"
+    )
+    from_base = judge(model, estimate, lower_bound_chains=50, lower_bound_sweeps=5, generator=0)
+    assert from_base.reliable and any("started from the base" in warning for warning in from_base.warnings)
+    rows = (torch.rand(20, 10, generator=torch.Generator().manual_seed(0)) < 0.5).to(model.dtype)
+    from_data = judge(
+        model, estimate, check_data=rows, lower_bound_chains=50, lower_bound_sweeps=5, generator=0
+    )
+    assert from_data.reliable and not any(
+        "started from the base" in warning for warning in from_data.warnings
+    )
