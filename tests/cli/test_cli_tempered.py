@@ -265,6 +265,7 @@ def test_ladder_flags_map_to_each_sampler() -> None:
     assert ladder_options("st", 6, None) == {"n_levels": 6}
     assert ladder_options("cast", 6, 0.8) == {"low": 0.8, "n_levels": 6}
     assert ladder_options("ast", None, 0.5) == {"low": 0.5}
+    assert ladder_options("st", None, 0.5) == {"low": 0.5}  # st places its ladder too
     ladder = ladder_options("tt", None, 0.5)["ladder"]
     assert ladder.size == 10 and float(ladder.betas[0]) == 0.5 and float(ladder.betas[-1]) == 1.0
     with pytest.raises(ValidationError, match="--low applies to tempered samplers"):

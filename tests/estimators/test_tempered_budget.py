@@ -145,3 +145,14 @@ def test_defaults_get_right_a_sharp_model_the_linear_ladder_misses(method):
     assert abs(linear.log_z - exact) > 1.0 and not linear.reliable
     default = bl.estimate_log_z(model, method=method, generator=0, lower_bound_sweeps=0)
     assert abs(default.z_score(exact)) < MAX_Z and default.reliable, default.warnings
+
+
+def test_a_numpy_ladder_is_taken_as_the_ladder():
+    import numpy as np
+
+    model = random_rbm(7, 3, seed=4, base_rate=True)
+    betas = np.linspace(0.0, 1.0, 5)
+    options = {"n_chains": 6, "n_sweeps": 20, "n_initial_iterations": 1, "initial_sweeps": 4}
+    from_numpy = bl.estimate_log_z(model, method="rts", ladder=betas, generator=0, **options)
+    from_list = bl.estimate_log_z(model, method="rts", ladder=list(betas), generator=0, **options)
+    assert from_numpy.log_z == from_list.log_z

@@ -13,8 +13,8 @@ transitions); one line sums the run up. pt and tt run on 10 uniform levels from 
 ast and cast first place a ladder from β = 0 at equal thermodynamic length from a pilot
 anneal, learn level weights on it, freeze them and then sample
 (:mod:`boltzlab.tempering.adaptation`); a line reports what that learning cost.
-``--levels`` and ``--low`` set the ladder: a uniform one from ``low`` to 1 for pt, st and tt,
-the placed ladder's size and hottest level for ast and cast.
+``--levels`` and ``--low`` set the ladder: a uniform one from ``low`` to 1 for pt and tt,
+the placed ladder's size and hottest level for st, ast and cast.
 ``--sampler ptt`` exchanges replicas across the training snapshots instead
 (docs/algorithms.md §4.6): its levels are the run's ``trajectory.safetensors`` (beside the
 model file, or ``--trajectory PATH``), and its figure shows swap acceptance per pair of
@@ -56,8 +56,8 @@ __all__ = ["sample"]
 
 # About this many progress-bar steps per run.
 _N_CHUNKS = 50
-# Samplers whose factory takes ``low`` (their default ladder is not from 0) rather than a ladder.
-_LOW_SAMPLERS = ("ast", "cast")
+# Samplers that place their own ladder (adapt, then freeze) and take its ``low`` and size.
+_LOW_SAMPLERS = ("st", "ast", "cast")
 # Levels of the pt, st and tt default ladders, used when only --low is given.
 _DEFAULT_LEVELS = 10
 # Samplers whose levels are training snapshots, not temperatures.
@@ -163,7 +163,9 @@ Example:
     "--sampler", default="plain", show_default=True, help=f"Sampler: {', '.join(sampling.samplers())}."
 )
 @click.option(
-    "--levels", type=click.IntRange(min=2), help="Temperatures of a tempered sampler's uniform ladder."
+    "--levels",
+    type=click.IntRange(min=2),
+    help="Levels of the ladder (pt, tt: uniform; st, ast, cast: placed by a pilot).",
 )
 @click.option(
     "--low",

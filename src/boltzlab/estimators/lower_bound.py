@@ -5,7 +5,7 @@ is cheap: ``log f(h) = c·h + Σ_i softplus(b_i + (W h)_i)`` and ``log f(v) = b�
 softplus(c_j + (vᵀW)_j)``. ``Z`` is the sum of ``f`` over every state of that layer, so the
 sum over *any* set of distinct states is a lower bound on ``Z``, with no randomness in the
 inequality: whatever the chains did, ``log Σ_{s ∈ visited} f(s) ≤ log Z``. An estimate that
-falls below this bound by more than its error bar is wrong, full stop — which is how a
+falls below this bound by more than 3 of its standard errors is wrong, full stop — which is how a
 sharply trained model's missing mass is caught without enumerating it.
 
 Chains started from data find the modes the data sit in, which annealing from the base can

@@ -178,10 +178,11 @@ def _resolve_ladder(
         if ladder.lower() not in ("adaptive", "linear"):
             raise ValidationError(f"ladder must be 'adaptive', 'linear' or ascending values, got {ladder!r}")
         ladder = ladder.lower()
-    if ladder == "linear":
+    # Only strings name a ladder kind; anything else (list, tensor, NumPy array) is the ladder.
+    if isinstance(ladder, str) and ladder == "linear":
         options["ladder"] = None
         return "linear", None
-    if ladder is not None and ladder != "adaptive":
+    if ladder is not None and not isinstance(ladder, str):
         return "given", None
     n_levels = options.pop("n_temperatures", None)
     n_levels = DEFAULT_LEVELS if n_levels is None else check_positive_int(n_levels, "n_temperatures")

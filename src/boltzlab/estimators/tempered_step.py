@@ -24,7 +24,7 @@ from boltzlab.estimators.tempered_levels import log_f_all, path_derivative_all
 from boltzlab.models.base import MarginalTerms, TemperedModel, path_derivative
 from boltzlab.operators.base import Operator
 from boltzlab.tempering.base import redraw_summed_layers
-from boltzlab.tempering.simulated import sample_categorical
+from boltzlab.tempering.level_moves import sample_categorical
 
 __all__ = ["LongRunRecorder", "SamplerState", "TemperedStep", "TripCounter", "accumulate_"]
 

@@ -207,7 +207,7 @@ def check_group_agreement(
 
 
 def check_lower_bound(log_z: float, stderr: float, bound: LowerBound) -> str | None:
-    """``log_z`` is not below a certified lower bound by more than its error bar."""
+    """``log_z`` is not below a certified lower bound by more than ``LOWER_BOUND_STDERRS`` s.e. + slack."""
     margin = LOWER_BOUND_STDERRS * (stderr if math.isfinite(stderr) else 0.0) + LOWER_BOUND_SLACK
     gap = bound.log_z - log_z
     if gap > margin:

@@ -6,7 +6,7 @@ chains at β = 1 visit (:mod:`boltzlab.estimators.lower_bound`). Chains start fr
 when the caller gives it (``check_data=``), from the base otherwise.
 
 - every stochastic method: a finite, positive standard error;
-- importance-weighted methods (AIS, RAISE's log Z, trajectory AIS): effective sample size
+- importance-weighted methods with one weight per chain (AIS, trajectory AIS): effective sample size
   and agreement of independent chain groups, whose spread also widens the error bar when it
   is larger than the delta-method one;
 - tempered methods (RTS, TS, TI, TI-RB, MBAR): the checks of
@@ -193,8 +193,8 @@ def _widened_by_groups(estimate: LogZEstimate, group_values: torch.Tensor, verdi
     if not spread > estimate.stderr:
         return estimate
     verdict.note(
-        f"standard error widened from {estimate.stderr:.3g} to {spread:.3g}: the {group_values.numel()} "
-        "chain groups' estimates scatter more than the delta-method error allows (heavy-tailed weights)"
+        f"standard error {spread:.3g} is the spread of the {group_values.numel()} chain groups' estimates, "
+        f"larger than the delta-method {estimate.stderr:.3g} (the larger of the two is reported)"
     )
     return dataclasses.replace(estimate, stderr=spread)
 
