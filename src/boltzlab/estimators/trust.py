@@ -27,6 +27,11 @@ from boltzlab.estimators.lower_bound import LowerBound
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.numerics import ess, log_mean_exp_stderr
 
+# One definition each, shared with the samplers' verdict (tempering/agreement.py, verdict.py):
+# the number of independent chain groups, their agreement p-value, round trips per chain.
+from boltzlab.tempering.agreement import GROUP_AGREEMENT_P_VALUE, N_GROUPS
+from boltzlab.tempering.verdict import MIN_ROUND_TRIPS
+
 __all__ = [
     "GROUP_AGREEMENT_MIN_SPREAD",
     "GROUP_AGREEMENT_P_VALUE",
@@ -44,7 +49,6 @@ __all__ = [
     "check_ess",
     "check_group_agreement",
     "check_lower_bound",
-    "check_round_trips",
     "check_stderr",
     "group_log_means",
     "group_spread_stderr",
@@ -55,10 +59,7 @@ MIN_ESS = 5.0
 #: ... and this fraction of its chains; below either, the weights are degenerate and the
 #: delta-method standard error is itself unreliable.
 MIN_ESS_FRACTION = 0.01
-#: Independent chain groups whose estimates scatter beyond their own error bars with a
-#: chi-square p-value under this have not converged to one answer.
-GROUP_AGREEMENT_P_VALUE = 1e-3
-#: ... and whose estimates span more than this many nats. Groups of a few chains have poor
+#: Chain groups (``GROUP_AGREEMENT_P_VALUE``, shared with the samplers' verdict) must also span more than this many nats. Groups of a few chains have poor
 #: error bars of their own, so a small but "significant" spread is no evidence of a miss;
 #: a miss worth flagging (more than 0.1 nats off) spreads groups by more than this.
 GROUP_AGREEMENT_MIN_SPREAD = 0.2
@@ -71,16 +72,11 @@ LOWER_BOUND_STDERRS = 3.0
 #: How far (nats), besides ``LOWER_BOUND_STDERRS`` standard errors, an estimate may sit below a
 #: certified lower bound before it is called wrong (float rounding and nothing else).
 LOWER_BOUND_SLACK = 0.01
-#: Round trips per chain between the ends of a ladder below which a tempered sampler has not
-#: sampled the ladder (a chain that never went down and up again knows one end only); the
-#: tempered estimators' budget grows until their chains make this many.
-MIN_ROUND_TRIPS = 1.0
-#: ... and below which a tempered *estimate* is flagged. Lower, because a short fixed budget
+#: Round trips per chain below which a tempered *estimate* is flagged (the budget grows until
+#: ``MIN_ROUND_TRIPS``, the samplers' threshold, is met). Lower, because a short fixed budget
 #: leaves right answers with fewer: on the hard-model suite at 250 long-run sweeps the right
 #: answers made 0.33–1.1 round trips per chain, the runs off by more than half a nat 0.0–0.26.
 MIN_TEMPERED_ROUND_TRIPS = 0.25
-#: Independent chain groups a tempered estimate is recomputed on (and AIS's weights split into).
-N_GROUPS = 4
 #: Largest ``max_k |ĉ_k/r_k − 1|`` of a tempered run's long run: the share of draws each level
 #: got against its prior share, i.e. how far the level weights of the previous stage were from
 #: this run's own estimates (0.3 ≈ a 0.26-nat disagreement at some level). Both the budget loop
@@ -215,17 +211,5 @@ def check_lower_bound(log_z: float, stderr: float, bound: LowerBound) -> str | N
             f"estimate is {gap:.3g} nats below a certified lower bound on log Z ({bound.log_z:.4f}, "
             f"summed over {bound.n_states} {bound.layer} states visited by chains started from "
             f"{bound.started_from}), more than {LOWER_BOUND_STDERRS:g} standard errors: it misses probability mass"
-        )
-    return None
-
-
-def check_round_trips(round_trips: Tensor | Sequence[float], *, n_levels: int) -> str | None:
-    """Chains travelled between the two ends of the ladder at least ``MIN_ROUND_TRIPS`` times each."""
-    trips = torch.as_tensor(round_trips, dtype=torch.float64).flatten()
-    mean = float(trips.mean()) if trips.numel() else 0.0
-    if mean < MIN_ROUND_TRIPS:
-        return (
-            f"chains made {mean:.2f} round trips each between the ends of the {n_levels}-level ladder, "
-            f"below {MIN_ROUND_TRIPS:g}: the levels were not sampled in proportion"
         )
     return None
