@@ -171,6 +171,19 @@ def test_logz_exact_and_ais_agree(run_dir: Path) -> None:
     assert "ESS" in result.output and "chain-sweeps" in result.output
 
 
+def test_logz_anchored_ais_anchors_on_data_and_needs_it(run_dir: Path, data_file: Path) -> None:
+    model_path = run_dir / "model.safetensors"
+    exact = bl.exact_log_z(bl.RBM.load(model_path))
+    result = invoke(
+        "logz", model_path, "--method", "anchored-ais", "--data", data_file, "--temperatures", 300, "--seed", 1
+    )
+    assert result.exit_code == 0, result.output
+    value, stderr = _printed_log_z(result.output)
+    assert stderr > 0 and abs(value - exact) < 4 * stderr
+    assert "reliable" in result.output
+    assert_one_line_error(invoke("logz", model_path, "--method", "anchored-ais"), "anchor_data", "--data")
+
+
 def test_logz_refuses_sampling_options_for_exact(run_dir: Path) -> None:
     assert_one_line_error(
         invoke("logz", run_dir / "model.safetensors", "--method", "exact", "--chains", 5), "--chains"

@@ -131,7 +131,7 @@ def test_evaluate_adds_trajectory_ais_when_the_run_has_a_trajectory(
     common = ["--data", data_file, "--budget", 50, "--chains", 16, "--examples", 2]
     with_run = invoke("evaluate", run_dir / "model.safetensors", *common)
     assert with_run.exit_code == 0, with_run.output
-    assert methods_of(with_run)[:5] == ["exact", "ais", "trajectory-ais", "raise", "rts"]
+    assert methods_of(with_run)[:6] == ["exact", "ais", "anchored-ais", "trajectory-ais", "raise", "rts"]
     lonely = tmp_path / "model.safetensors"
     bl.RBM.load(run_dir / "model.safetensors").save(lonely)
     alone = invoke("evaluate", lonely, *common)

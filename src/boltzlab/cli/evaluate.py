@@ -118,9 +118,9 @@ class EvaluationRow:
 
 
 def default_methods(model: nn.Module, *, has_trajectory: bool = False) -> tuple[str, ...]:
-    """``exact`` (when it can be enumerated), ``ais``, ``trajectory-ais`` (an RBM whose training
-    trajectory is at hand), ``raise`` and ``rts``; a DBM gets no RAISE (it needs the visible
-    layer to be the only one left after summing out)."""
+    """``exact`` (when it can be enumerated), ``ais``, ``anchored-ais`` (a binary RBM),
+    ``trajectory-ais`` (an RBM whose training trajectory is at hand), ``raise`` and ``rts``; a
+    DBM gets no RAISE (it needs the visible layer to be the only one left after summing out)."""
     if isinstance(model, DBM):
         sizes = model.layer_sizes
         smaller_parity = min(sum(sizes[0::2]), sum(sizes[1::2]))
@@ -128,7 +128,10 @@ def default_methods(model: nn.Module, *, has_trajectory: bool = False) -> tuple[
         return (*exact, "ais", "rts")
     exact = ("exact",) if min(model.layer_sizes) <= MAX_EXACT_UNITS else ()
     trajectory = TRAJECTORY if has_trajectory and isinstance(model, RBM) else ()
-    return (*exact, "ais", *trajectory, "raise", "rts")
+    # Anchored AIS is the default route that stays right on sharply trained RBMs, where plain
+    # AIS lands 0.5–2 nats low (docs/algorithms.md §4.7; measured in docs/trust.md).
+    anchored = ("anchored-ais",) if isinstance(model, RBM) else ()
+    return (*exact, "ais", *anchored, *trajectory, "raise", "rts")
 
 
 def parse_methods(text: str | None, model: nn.Module, *, has_trajectory: bool = False) -> tuple[str, ...]:

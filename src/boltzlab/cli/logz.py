@@ -58,7 +58,7 @@ __all__ = [
     "verdict_lines",
 ]
 
-ANNEALING = ("ais", "raise")
+ANNEALING = ("ais", "anchored-ais", "raise")
 TEMPERED = ("rts", "ts", "ti", "ti-rb", "mbar")
 TRAJECTORY = ("trajectory-ais",)
 # Which flags mean something to which methods; a method registered later (not listed in

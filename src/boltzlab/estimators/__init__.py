@@ -2,6 +2,7 @@
 
 from boltzlab.estimators.adaptive_schedules import ScheduleInfo, decelerated, gms13, varopt
 from boltzlab.estimators.ais import AISInfo, ais  # registers "ais"
+from boltzlab.estimators.anchored import AnchoredInfo, anchored_ais  # registers "anchored-ais"
 from boltzlab.estimators.exact import exact_log_z, joint_log_probabilities, joint_states
 from boltzlab.estimators.mbar import MBARInfo, mbar  # registers "mbar"
 from boltzlab.estimators.raise_ import RAISEResult, raise_log_likelihood, raise_log_z  # registers "raise"
@@ -14,6 +15,7 @@ from boltzlab.estimators.trajectory_ais import TrajectoryAISInfo, trajectory_ais
 
 __all__ = [
     "AISInfo",
+    "AnchoredInfo",
     "LogZEstimate",
     "MBARInfo",
     "RAISEResult",
@@ -23,6 +25,7 @@ __all__ = [
     "TemperedSamples",
     "TrajectoryAISInfo",
     "ais",
+    "anchored_ais",
     "collect_tempered_samples",
     "decelerated",
     "estimate_log_z",

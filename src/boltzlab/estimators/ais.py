@@ -41,6 +41,7 @@ import torch
 from torch import Tensor
 
 from boltzlab import operators
+from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.adaptive_schedules import ScheduleInfo, resolve_schedule
 from boltzlab.estimators.annealing import (
@@ -88,6 +89,10 @@ class AISInfo:
     schedule_info : ScheduleInfo or None
         How the schedule was made: for ``"varopt"``/``"gms13"`` the measured g, the pilot's
         on-the-fly ESS and its cost; the deceleration δ if one was applied.
+    final_chains : Chains or None
+        The chains after the last sweep, on the model's device. Their layers outside the summed-out
+        group (the visible units of an RBM) with ``log_weights`` are a properly weighted sample of
+        the target: ``mean(w·φ(x)) → Z·E_p[φ]`` (what :mod:`boltzlab.estimators.anchored` uses).
     """
 
     log_weights: Tensor
@@ -97,6 +102,7 @@ class AISInfo:
     operator: str
     n_chains: int
     schedule_info: ScheduleInfo | None = None
+    final_chains: Chains | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,7 +260,7 @@ def ais(
     schedule_info = start.schedule_info
     betas = schedule_info.betas
 
-    log_weights, log_ess_trace = _anneal(
+    log_weights, log_ess_trace, final_chains = _anneal(
         model,
         start.transition,
         betas,
@@ -273,6 +279,7 @@ def ais(
         operator=operator_name(start.transition),
         n_chains=n_chains,
         schedule_info=schedule_info,
+        final_chains=final_chains,
     )
     return LogZEstimate(
         log_z=float(log_mean_exp(log_weights)),  # + log Z_0, which is 0 for the normalised base
@@ -293,8 +300,9 @@ def _anneal(
     generator: torch.Generator,
     record_ess: bool,
     refresh_summed: bool,
-) -> tuple[Tensor, Tensor | None]:
-    """The AIS loop; returns the final log-weights and the log-ESS trace, both on the CPU.
+) -> tuple[Tensor, Tensor | None, Chains]:
+    """The AIS loop; returns the final log-weights and the log-ESS trace, both on the CPU, and
+    the final chains.
 
     Nothing here reads a value back to the host, so on a GPU the temperatures are queued
     without waiting; the βs are host floats computed once.
@@ -329,4 +337,4 @@ def _anneal(
                 chains = redraw_summed_group(model, chains, terms, beta_values[k], generator)
             chains, _ = transition.step(model, chains, generator=generator, terms=terms)
 
-    return log_weights.cpu(), None if trace is None else trace.cpu()
+    return log_weights.cpu(), None if trace is None else trace.cpu(), chains

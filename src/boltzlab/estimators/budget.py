@@ -15,7 +15,7 @@ from boltzlab.validation import check_positive_int
 
 __all__ = ["ANNEALING_METHODS", "TEMPERED_METHODS", "matched_options", "tempered_budget"]
 
-ANNEALING_METHODS = ("ais", "raise")
+ANNEALING_METHODS = ("ais", "anchored-ais", "raise")
 TEMPERED_METHODS = ("rts", "ts", "ti", "ti-rb", "mbar")
 
 

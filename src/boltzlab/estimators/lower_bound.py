@@ -19,7 +19,9 @@ correlated chains, not part of the certificate.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +35,15 @@ from boltzlab.operators import resolve
 from boltzlab.rng import resolve_generator
 from boltzlab.validation import as_model_data, check_positive_int
 
-__all__ = ["LowerBound", "certified_lower_bound", "supports_lower_bound"]
+__all__ = [
+    "LowerBound",
+    "VisitedStates",
+    "certified_lower_bound",
+    "log_f_layer",
+    "pack_rows",
+    "supports_lower_bound",
+    "visited_states",
+]
 
 # Bits per packed word: 62 keeps every code a non-negative int64 (sign bit and one spare).
 _BITS_PER_WORD = 62
@@ -82,7 +92,7 @@ def supports_lower_bound(model: Any) -> bool:
     return isinstance(model, RBM)
 
 
-def _pack_rows(states: Tensor) -> Tensor:
+def pack_rows(states: Tensor) -> Tensor:
     """Rows of 0/1 values as rows of int64 words (62 bits each); shape ``(n, ceil(units/62))``."""
     n, units = states.shape
     n_words = max(1, math.ceil(units / _BITS_PER_WORD))
@@ -96,13 +106,13 @@ def _pack_rows(states: Tensor) -> Tensor:
 
 
 def _unpack_rows(codes: Tensor, units: int, dtype: torch.dtype) -> Tensor:
-    """Inverse of :func:`_pack_rows`; shape ``(n, units)`` in ``dtype``."""
+    """Inverse of :func:`pack_rows`; shape ``(n, units)`` in ``dtype``."""
     shifts = torch.arange(_BITS_PER_WORD, dtype=torch.int64, device=codes.device)
     bits = (codes[:, :, None] >> shifts) & 1
     return bits.reshape(codes.shape[0], -1)[:, :units].to(dtype)
 
 
-def _log_f_layer(model: RBM, states: Tensor, layer: str) -> Tensor:
+def log_f_layer(model: RBM, states: Tensor, layer: str) -> Tensor:
     """``log f(s)`` at β = 1 of states of ``layer`` with the other layer summed out; float64."""
     weights = model.weights.detach().to(torch.float64)
     b = model.visible_bias.detach().to(torch.float64)
@@ -111,6 +121,70 @@ def _log_f_layer(model: RBM, states: Tensor, layer: str) -> Tensor:
     if layer == "hidden":
         return s @ c + softplus(b + s @ weights.t()).sum(1)
     return s @ b + softplus(c + s @ weights).sum(1)
+
+
+@dataclass(frozen=True, slots=True)
+class VisitedStates:
+    """The distinct states of one layer that chains at β = 1 visited, with ``log f`` of each.
+
+    Attributes
+    ----------
+    layer : {"visible", "hidden"}
+        The smaller layer (the other is summed out exactly in ``log_f``).
+    codes : Tensor, shape (n_states, ceil(units / 62)), int64
+        Distinct states packed 62 bits to a word (:func:`pack_rows`), in no particular order;
+        :meth:`states` unpacks them.
+    units : int
+        Units of ``layer``.
+    log_f : Tensor, shape (n_states,), float64
+        Unnormalised log marginal of each state at β = 1 (nats).
+    counts : Tensor, shape (n_states,), int64
+        How often each state was drawn (starting states included).
+    started_from : {"data", "data and base", "base"}
+    cost_sweeps : int
+        Chain-sweeps spent (chains × sweeps).
+    """
+
+    layer: str
+    codes: Tensor
+    units: int
+    log_f: Tensor
+    counts: Tensor
+    started_from: str
+    cost_sweeps: int
+
+    def states(self, dtype: torch.dtype = torch.float64, block: int = 65536) -> Iterator[Tensor]:
+        """The states as 0/1 rows, ``block`` at a time (shape ``(≤ block, units)``), in ``codes`` order."""
+        for chunk in self.codes.split(block):
+            yield _unpack_rows(chunk, self.units, dtype)
+
+    def subset(self, keep: Tensor) -> VisitedStates:
+        """The states where the boolean mask ``keep`` (shape ``(n_states,)``) holds."""
+        return dataclasses.replace(
+            self, codes=self.codes[keep], log_f=self.log_f[keep], counts=self.counts[keep]
+        )
+
+    @property
+    def log_z(self) -> float:
+        """``log Σ f(s)`` over the visited states: a certified lower bound on ``log Z``."""
+        return float(torch.logsumexp(self.log_f, 0))
+
+    @property
+    def missing_mass(self) -> float:
+        """Good-Turing estimate of the mass outside the visited set (draws of states seen once)."""
+        return int((self.counts == 1).sum()) / max(1, int(self.counts.sum()))
+
+    def bound(self) -> LowerBound:
+        """The certified lower bound these states give."""
+        return LowerBound(
+            log_z=self.log_z,
+            layer=self.layer,
+            n_states=int(self.codes.shape[0]),
+            n_draws=int(self.counts.sum()),
+            missing_mass=self.missing_mass,
+            started_from=self.started_from,
+            cost_sweeps=self.cost_sweeps,
+        )
 
 
 def certified_lower_bound(
@@ -142,8 +216,27 @@ def certified_lower_bound(
     LowerBound
         ``log_z`` never exceeds the exact ``log Z`` (up to float64 rounding).
     """
+    visited = visited_states(
+        model, data=data, n_chains=n_chains, n_sweeps=n_sweeps, operator=operator, generator=generator
+    )
+    return visited.bound()
+
+
+def visited_states(
+    model: RBM,
+    *,
+    data: Any = None,
+    n_chains: int = 1000,
+    n_sweeps: int = 200,
+    operator: Any = "gibbs",
+    generator: torch.Generator | int | None = None,
+) -> VisitedStates:
+    """The distinct states of the smaller layer that chains at β = 1 visit, with their ``log f``.
+
+    Parameters as :func:`certified_lower_bound`, which sums these states.
+    """
     if not supports_lower_bound(model):
-        raise TypeError(f"certified_lower_bound needs a binary RBM, got {type(model).__name__}")
+        raise TypeError(f"the visited-state sum needs a binary RBM, got {type(model).__name__}")
     n_chains = check_positive_int(n_chains, "n_chains")
     n_sweeps = int(n_sweeps)
     transition = resolve(operator)
@@ -170,26 +263,29 @@ def certified_lower_bound(
         else:
             chains = model.init_chains(n_chains, generator=generator).with_beta(1.0)
             started_from = "base"
-        codes = [_pack_rows(chains.layers[index])]
+        codes = [pack_rows(chains.layers[index])]
         for _ in range(n_sweeps):
             chains, _info = transition.step(model, chains, generator=generator)
-            codes.append(_pack_rows(chains.layers[index]))
+            codes.append(pack_rows(chains.layers[index]))
             if len(codes) >= 64:
                 # Collapse to distinct rows with their counts now and then, so memory stays
                 # proportional to the distinct states rather than to chains × sweeps.
                 codes = [_collapse(codes)]
         distinct, counts = _distinct_with_counts(codes)
         units = model.n_hidden if layer == "hidden" else model.n_visible
-        states = _unpack_rows(distinct, units, torch.float64)
-        log_f = torch.cat([_log_f_layer(model, chunk, layer) for chunk in states.split(65536)])
-    n_draws = int(counts.sum())
-    singletons = int((counts == 1).sum())
-    return LowerBound(
-        log_z=float(torch.logsumexp(log_f, 0)),
+        # Unpacked a block at a time: 200,000 distinct states of 500 units would be 0.8 GB.
+        log_f = torch.cat(
+            [
+                log_f_layer(model, _unpack_rows(chunk, units, torch.float64), layer)
+                for chunk in distinct.split(16384)
+            ]
+        )
+    return VisitedStates(
         layer=layer,
-        n_states=int(distinct.shape[0]),
-        n_draws=n_draws,
-        missing_mass=singletons / n_draws,
+        codes=distinct,
+        units=units,
+        log_f=log_f,
+        counts=counts,
         started_from=started_from,
         cost_sweeps=chains.n_chains * n_sweeps,
     )

@@ -53,8 +53,8 @@ def estimate_log_z(
     **options
         Method options, e.g. for AIS ``n_chains``, ``n_temperatures``, ``schedule``,
         ``operator``. Two more are the verdict's (docs/trust.md): ``check_data`` (rows where
-        the lower-bound witness starts its chains) and ``lower_bound_sweeps`` (default 200;
-        0 skips the witness).
+        the lower-bound witness starts its chains; ``"anchored-ais"`` also anchors on them when
+        given no ``anchor_data``) and ``lower_bound_sweeps`` (default 200; 0 skips the witness).
 
     Returns
     -------
@@ -76,6 +76,9 @@ def estimate_log_z(
     check_data = options.pop("check_data", None)
     if check_data is None and method == "raise":
         check_data = options.get("data")
+    if method == "anchored-ais" and check_data is not None and options.get("anchor_data") is None:
+        # The rows that start the verdict's witness are the ones that anchor the estimate.
+        options["anchor_data"] = check_data
     lower_bound_sweeps = options.pop("lower_bound_sweeps", 200)
     generator = resolve_generator(generator, model.device)
     estimate = function(model, generator=generator, **options)
