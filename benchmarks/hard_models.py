@@ -294,14 +294,18 @@ def method_options(
     run_directory: Path,
     trajectory_as: str,
     check_data: torch.Tensor | None = None,
+    train: torch.Tensor | None = None,
 ) -> dict[str, Any]:
     """The options one method gets: the preset's and the user's, plus ``data`` (held-out
     examples, the same ones for every model of a dataset) and ``trajectory`` where it takes them,
-    and ``check_data`` (where the verdict's lower-bound witness starts) when given."""
+    ``check_data`` (where the verdict's lower-bound witness starts) when given, and ``train``
+    as anchored AIS's ``anchor_data``."""
     options = {**preset.method_options.get(method, {}), **extra.get(method, {})}
     if check_data is not None and method != "exact":
         options.setdefault("check_data", check_data)
     needs = _named_parameters(method)
+    if "anchor_data" in needs and "anchor_data" not in options and train is not None:
+        options["anchor_data"] = train  # anchored AIS starts its anchor chains from the training set
     if "data" in needs and "data" not in options:
         order = torch.randperm(held_out.shape[0], generator=_generator(_stable_seed("raise", dataset)))
         options["data"] = held_out[order[:n_examples]]
@@ -467,6 +471,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
                     run_directory=run_directory,
                     trajectory_as=arguments.trajectory_as,
                     check_data=train if arguments.check_data else None,
+                    train=train,
                 )
                 if "trajectory" in _named_parameters(method) and "trajectory" not in options:
                     print(f"  {method}: skipped (the model has no training trajectory)", file=sys.stderr)

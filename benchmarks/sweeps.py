@@ -1,16 +1,22 @@
 """Chain-sweeps per second of a 784×500 RBM, as ratios to its own GEMMs measured in the same run.
 
 A sweep of an RBM is two matrix products (``v @ W`` and ``h @ Wᵀ``) plus elementwise work and
-random numbers. This benchmark times, for 100, 1,000 and 10,000 chains:
+random numbers. This benchmark times, for each number of chains:
 
-* ``gemm``: the two matrix products alone (``torch.addmm`` into preallocated buffers),
-* ``gibbs`` and ``flip``: one full ``operator.step`` of boltzlab, allocation included,
-* ``rand-ref``: a reference sweep written with ``torch.rand(...) < sigmoid(x)`` (what a
-  careful but ordinary implementation does),
+* ``gemm torch`` and ``gemm openblas``: the two matrix products alone, through torch's BLAS
+  and through numpy's OpenBLAS on the same memory (the two backends of ``boltzlab.gemm``),
+  with their GFLOP/s; ``fastest`` is the smaller of the two;
+* ``gibbs`` and ``flip``: one full ``operator.step`` as boltzlab runs it here (the GEMM
+  backend ``boltzlab.gemm.backend()`` picked, the fused kernel of
+  ``boltzlab.operators.fused`` where it applies), allocation included;
+* ``gibbs before``: the same step with torch's GEMM and the unfused elementwise path, i.e.
+  what boltzlab did before the backend and the fused kernel existed.
 
-and prints each as a ratio to ``gemm`` (targets: sweep ≤ 1.3× its GEMMs at 1,000+ chains;
-flip ≤ 1.05× Gibbs). Timings are interleaved round-robin and summarised by their median, so
-a noisy neighbour hits every variant alike. Not part of the test suite.
+Ratios are to ``fastest`` (targets: gibbs ≤ 1.15 at 1 thread and 1,000 chains; flip/gibbs ≤
+1.05). Timings are interleaved round-robin and summarised by their median, so a noisy
+neighbour hits every variant alike; each block starts after a 0.1 s pause, so that no pool of
+spinning threads left by the previous block (OpenBLAS's) is timed with the next. The first call of each variant is a warm-up (it also
+compiles the fused kernel once per process). Not part of the test suite.
 
 Usage::
 
@@ -24,9 +30,12 @@ import statistics
 import time
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
 import boltzlab as bl
+from boltzlab import gemm
+from boltzlab.operators import fused
 
 
 def _time(function: Callable[[], object], repeats: int) -> float:
@@ -49,52 +58,63 @@ def run(
     weights, b, c = model.weights.detach(), model.visible_bias.detach(), model.hidden_bias.detach()
     buffer_h = torch.empty(n_chains, n_hidden, dtype=dtype, device=device)
     buffer_v = torch.empty(n_chains, n_visible, dtype=dtype, device=device)
-    gibbs, flip = bl.operators.get("gibbs"), bl.operators.get("flip")
 
-    def gemm() -> None:
+    def gemm_torch() -> None:
         torch.addmm(c, v, weights, out=buffer_h)
         torch.addmm(b, h, weights.t(), out=buffer_v)
 
-    def rand_reference() -> None:
-        hidden = (
-            torch.rand(n_chains, n_hidden, generator=generator, dtype=dtype, device=device)
-            < torch.sigmoid(torch.addmm(c, v, weights))
-        ).to(dtype)
-        (
-            torch.rand(n_chains, n_visible, generator=generator, dtype=dtype, device=device)
-            < torch.sigmoid(torch.addmm(b, hidden, weights.t()))
-        ).to(dtype)
+    variants: dict[str, tuple[str | None, str | None, Callable[[], None]]] = {
+        "gemm torch": (None, None, gemm_torch)
+    }
+    if device == "cpu":
+        v_np, h_np, w_np = v.numpy(), h.numpy(), weights.numpy()
+        out_h, out_v = buffer_h.numpy(), buffer_v.numpy()
 
-    state = {"gibbs": chains, "flip": chains}
+        def gemm_openblas() -> None:
+            np.matmul(v_np, w_np, out=out_h)
+            np.matmul(h_np, w_np.T, out=out_v)
+
+        variants["gemm openblas"] = (None, None, gemm_openblas)
+
+    state = {}
 
     def step(name: str, operator: bl.operators.Operator) -> Callable[[], None]:
+        state[name] = chains
+
         def function() -> None:
             state[name], _ = operator.step(model, state[name], generator=generator)
 
         return function
 
-    variants = {
-        "gemm": gemm,
-        "gibbs": step("gibbs", gibbs),
-        "flip": step("flip", flip),
-        "rand-ref": rand_reference,
-    }
+    variants["gibbs"] = (None, None, step("gibbs", bl.operators.get("gibbs")))
+    variants["flip"] = (None, None, step("flip", bl.operators.get("flip")))
+    variants["gibbs before"] = ("torch", "off", step("gibbs before", bl.operators.get("gibbs")))
+
     flops = 2 * 2 * n_chains * n_visible * n_hidden
-    repeats = max(1, int(2e9 / flops))  # about 2 GFLOP of GEMM per timing
-    for function in variants.values():  # warm-up: allocator, MKL thread pools
-        _time(function, 2)
+    repeats = max(4, int(8e9 / flops))  # at least 8 GFLOP of GEMM per timing
     samples: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(rounds):
-        for name, function in variants.items():
+    for round_index in range(rounds + 1):
+        for name, (backend, mode, function) in variants.items():
+            gemm.set_backend(backend)
+            fused.set_mode(mode)
+            # Let the previous block's thread pools go idle: OpenBLAS's workers keep spinning
+            # after a product, which would slow whichever variant comes next.
+            time.sleep(0.1)
             if device == "cuda":
                 torch.cuda.synchronize()
-            elapsed = _time(function, repeats)
+            elapsed = _time(function, repeats if round_index else 2)
             if device == "cuda":
                 torch.cuda.synchronize()
                 elapsed = _time(function, repeats)
-            samples[name].append(elapsed)
+            if round_index:  # round 0 warms up: allocator, thread pools, compilation
+                samples[name].append(elapsed)
+    gemm.set_backend(None)
+    fused.set_mode(None)
     medians = {name: statistics.median(values) for name, values in samples.items()}
-    return {"n_chains": n_chains, "seconds": medians, "gflops_gemm": flops / medians["gemm"] / 1e9}
+    gemms = [name for name in medians if name.startswith("gemm")]
+    medians["fastest"] = min(medians[name] for name in gemms)
+    gflops = {name.split()[1]: flops / medians[name] / 1e9 for name in gemms}
+    return {"n_chains": n_chains, "seconds": medians, "gflops": gflops}
 
 
 def main() -> None:
@@ -109,13 +129,15 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     dtype = getattr(torch, args.dtype)
+    fused_note = f"fused kernel {fused.mode()} (from {fused.MIN_FUSED_UNITS:,} units)"
     print(
         f"RBM {args.visible}x{args.hidden} {args.dtype} on {args.device}, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} thread(s), median of {args.rounds} interleaved rounds"
+        f"{torch.get_num_threads()} thread(s), GEMM backend in use: {gemm.backend(dtype)}, {fused_note}; "
+        f"median of {args.rounds} interleaved rounds"
     )
     header = (
-        f"{'chains':>7} {'GEMM GF/s':>9} {'chain-sweeps/s':>15} {'gibbs/gemm':>10} "
-        f"{'flip/gemm':>9} {'flip/gibbs':>10} {'rand-ref/gemm':>13}"
+        f"{'chains':>7} {'torch GF/s':>10} {'openblas GF/s':>13} {'chain-sweeps/s':>15} "
+        f"{'gibbs/fastest':>13} {'flip/fastest':>12} {'flip/gibbs':>10} {'before/fastest':>14} {'speed-up':>8}"
     )
     print(header)
     for n_chains in args.chains:
@@ -127,11 +149,14 @@ def main() -> None:
             n_visible=args.visible,
             n_hidden=args.hidden,
         )
-        seconds = result["seconds"]
+        seconds, gflops = result["seconds"], result["gflops"]
+        fastest = seconds["fastest"]
+        openblas = f"{gflops['openblas']:>13.1f}" if "openblas" in gflops else f"{'—':>13}"
         print(
-            f"{n_chains:>7} {result['gflops_gemm']:>9.1f} {n_chains / seconds['gibbs']:>15,.0f} "
-            f"{seconds['gibbs'] / seconds['gemm']:>10.3f} {seconds['flip'] / seconds['gemm']:>9.3f} "
-            f"{seconds['flip'] / seconds['gibbs']:>10.3f} {seconds['rand-ref'] / seconds['gemm']:>13.3f}"
+            f"{n_chains:>7} {gflops['torch']:>10.1f} {openblas} {n_chains / seconds['gibbs']:>15,.0f} "
+            f"{seconds['gibbs'] / fastest:>13.3f} {seconds['flip'] / fastest:>12.3f} "
+            f"{seconds['flip'] / seconds['gibbs']:>10.3f} {seconds['gibbs before'] / fastest:>14.3f} "
+            f"{seconds['gibbs before'] / seconds['gibbs']:>8.2f}"
         )
 
 

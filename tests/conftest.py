@@ -19,6 +19,15 @@ SHARED_DATA = Path(
 )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _hermetic_gemm_cache(tmp_path_factory: pytest.TempPathFactory):
+    # The GEMM backend's calibration is cached per machine; tests keep theirs out of the
+    # user's cache folder (the backend itself comes from BOLTZLAB_GEMM, auto by default).
+    if "BOLTZLAB_CACHE_DIR" not in os.environ:
+        os.environ["BOLTZLAB_CACHE_DIR"] = str(tmp_path_factory.mktemp("boltzlab-cache"))
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _one_thread():
     # Most tests use tiny models, where a second OpenMP thread only adds synchronisation and,

@@ -24,6 +24,8 @@ from torch import Tensor
 
 __all__ = [
     "centered_uniform",
+    "counter_bits",
+    "counter_keys",
     "fill_centered_uniform_",
     "get_state",
     "make_generator",
@@ -176,3 +178,40 @@ def sample_bernoulli(probability: Tensor, *, generator: torch.Generator) -> Tens
         device=probability.device,
     )
     return uniform.lt_(threshold).to(probability.dtype)
+
+
+# ----------------------------------------------------------------- counter-based random bits
+_MASK32 = 0xFFFFFFFF
+
+
+def _hash32(x: Tensor) -> Tensor:
+    """A 32-bit integer hash (Wellons's hash-prospector, ``x ^= x >> 16; x *= 0x21f0aaad;
+    x ^= x >> 15; x *= 0x735a2d97; x ^= x >> 15``), a bijection of [0, 2^32); int64 in and out.
+
+    Both multipliers are below 2^31, so for ``x < 2^32`` every product stays below 2^63: no
+    int64 overflow, which would be undefined behaviour in the C++ torch.compile generates.
+    """
+    x = x ^ (x >> 16)
+    x = (x * 0x21F0AAAD) & _MASK32
+    x = x ^ (x >> 15)
+    x = (x * 0x735A2D97) & _MASK32
+    return x ^ (x >> 15)
+
+
+def counter_bits(index: Tensor, keys: Tensor) -> Tensor:
+    """32 random bits per element from a counter: ``H(H(index ⊕ k0) ⊕ k1)``, int64 in [0, 2^32).
+
+    A counter-based generator (the idea of Salmon et al. 2011's Philox, with a cheaper hash):
+    element ``i`` of a draw depends only on ``i`` and the draw's two 32-bit ``keys`` (from
+    :func:`counter_keys`), so any number of threads can fill any part of a tensor and the
+    result is the same for every thread count. ``H`` is :func:`_hash32`, two rounds each
+    keyed by one word; for fixed keys the map from ``index`` is a bijection, so no two elements of
+    one draw share a value. Pure torch operations, so torch.compile fuses it into the kernel
+    that uses the bits (:mod:`boltzlab.operators.fused`); ``index`` must be in [0, 2^32).
+    """
+    return _hash32(_hash32(index ^ keys[0]) ^ keys[1])
+
+
+def counter_keys(generator: torch.Generator) -> Tensor:
+    """Two fresh 32-bit keys for :func:`counter_bits`, drawn from ``generator``; int64, shape ``(2,)``."""
+    return torch.randint(0, 1 << 32, (2,), generator=generator, dtype=torch.int64, device=generator.device)

@@ -175,7 +175,16 @@ def test_logz_anchored_ais_anchors_on_data_and_needs_it(run_dir: Path, data_file
     model_path = run_dir / "model.safetensors"
     exact = bl.exact_log_z(bl.RBM.load(model_path))
     result = invoke(
-        "logz", model_path, "--method", "anchored-ais", "--data", data_file, "--temperatures", 300, "--seed", 1
+        "logz",
+        model_path,
+        "--method",
+        "anchored-ais",
+        "--data",
+        data_file,
+        "--temperatures",
+        300,
+        "--seed",
+        1,
     )
     assert result.exit_code == 0, result.output
     value, stderr = _printed_log_z(result.output)

@@ -22,6 +22,7 @@ from typing import Any, Self
 import torch
 from torch import Tensor
 
+from boltzlab import gemm
 from boltzlab.chains import Chains
 from boltzlab.models.base import all_ones, chains_at, tempered_log_f
 from boltzlab.numerics import softplus
@@ -160,8 +161,8 @@ class BaseRateModel(UniformHiddenBase):
         neither case pays for it.
         """
         if all_ones(beta):
-            return torch.addmm(bias, hidden, weights.t())
-        logits = torch.addmm(bias - self.base_logits, hidden, weights.t()).mul_(beta[:, None])
+            return gemm.addmm(bias, hidden, weights.t())
+        logits = gemm.addmm(bias - self.base_logits, hidden, weights.t()).mul_(beta[:, None])
         return logits.add_(self.base_logits) if self.base_fitted else logits
 
     def log_f(self, layers: tuple[Tensor, ...], beta: Tensor | float) -> Tensor:

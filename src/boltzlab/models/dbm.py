@@ -36,6 +36,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from boltzlab import gemm
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.io import register_model_kind
@@ -250,10 +251,10 @@ class DBM(BaseRateModel, ModelFile, nn.Module):
     def _layer_input(self, index: int, layers: tuple[Tensor | None, ...]) -> Tensor:
         """``b^l + h^{l−1}W^l + h^{l+1}W^{l+1}ᵀ`` (the β = 1 log-odds of layer ``index``); a new tensor."""
         if index == 0:
-            return torch.addmm(self.biases[0], layers[1], self.weights[0].t())
-        logits = torch.addmm(self.biases[index], layers[index - 1], self.weights[index - 1])
+            return gemm.addmm(self.biases[0], layers[1], self.weights[0].t())
+        logits = gemm.addmm(self.biases[index], layers[index - 1], self.weights[index - 1])
         if index < len(self.weights):
-            logits.addmm_(layers[index + 1], self.weights[index].t())
+            gemm.addmm_(logits, layers[index + 1], self.weights[index].t())
         return logits
 
     def marginal_terms(self, layers: tuple[Tensor | None, ...]) -> MarginalTerms:

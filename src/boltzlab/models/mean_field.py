@@ -34,6 +34,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from boltzlab import gemm
 from boltzlab.errors import ValidationError
 from boltzlab.models.dbm import DBM
 from boltzlab.validation import as_binary_tensor, check_nonnegative_int, check_positive_int, require
@@ -94,7 +95,7 @@ def mean_field_fixed_point(dbm: DBM, v: Tensor, n_updates: int, init: str) -> Me
             if init == "zeros":
                 means.append(v.new_zeros(v.shape[0], dbm.layer_sizes[index]))
             else:  # bottom-up: the input from below only (the layer above is not set yet)
-                below = torch.addmm(dbm.biases[index], means[index - 1], dbm.weights[index - 1])
+                below = gemm.addmm(dbm.biases[index], means[index - 1], dbm.weights[index - 1])
                 means.append(below.sigmoid_())
         last_change = torch.full((v.shape[0],), torch.inf, dtype=torch.float64, device=v.device)
         odd, even = dbm.update_groups

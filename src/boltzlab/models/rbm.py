@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from boltzlab import gemm
 from boltzlab.errors import ValidationError
 from boltzlab.io import register_model_kind
 from boltzlab.models.base import MarginalTerms, all_ones, log_f_marginal
@@ -172,7 +173,7 @@ class RBM(BaseRateModel, BipartiteModel, nn.Module):
         """Summed-out pieces for visible states (``layers`` or just ``v``, shape ``(n, D)``)."""
         v = layers[0] if isinstance(layers, tuple) else layers
         with torch.no_grad():
-            preactivation = torch.addmm(self.hidden_bias, v, self.weights)
+            preactivation = gemm.addmm(self.hidden_bias, v, self.weights)
             base = self._base_log_p1(v)
             linear = v.to(torch.float64) @ self.visible_bias.to(torch.float64)
         return MarginalTerms(base=base, linear=linear, preactivation=preactivation)
@@ -192,7 +193,7 @@ class RBM(BaseRateModel, BipartiteModel, nn.Module):
         """
         with torch.no_grad():
             if index == 1:
-                logits = torch.addmm(self.hidden_bias, layers[0], self.weights)
+                logits = gemm.addmm(self.hidden_bias, layers[0], self.weights)
                 return logits if all_ones(beta) else logits.mul_(beta[:, None])
             if index == 0:
                 return self._visible_logits(self.visible_bias, layers[1], self.weights, beta)

@@ -34,6 +34,7 @@ from torch import Tensor
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, TemperedModel
+from boltzlab.operators.fused import fused_sample, uses_fused
 from boltzlab.registry import Registry
 from boltzlab.rng import fill_centered_uniform_, uniform_scale, uniform_workspace
 
@@ -122,12 +123,23 @@ class LayerwiseOperator(ABC):
         return self.probability_on_(logits, current).sub_(0.5).mul_(uniform_scale(current.dtype))
 
     def sample_layer_(self, logits: Tensor, current: Tensor, *, generator: torch.Generator) -> Tensor:
-        """New 0/1 values of one layer, written into ``logits``'s memory and returned.
+        """New 0/1 values of one layer, returned; ``logits`` may be overwritten.
 
-        ``logits`` must be a tensor the caller owns (as ``conditional_logits`` returns): it is
-        turned into the threshold and then into the new layer, so a sweep allocates nothing
-        but the logits themselves; the uniforms live in a reused per-thread workspace.
+        ``logits`` must be a tensor the caller owns (as ``conditional_logits`` returns). On
+        the CPU, layers of ``fused.MIN_FUSED_UNITS`` units or more of an operator with a pure
+        ``threshold(logits, current)`` (``uniform_scale·(P(new = 1) − ½)`` computed without
+        in-place updates) go through one compiled kernel (:mod:`boltzlab.operators.fused`);
+        otherwise the logits are turned into the
+        threshold and then into the new layer in place, so a sweep allocates nothing but the
+        logits themselves, and the uniforms live in a reused per-thread workspace.
         """
+        # Only operators that spell out a threshold without in-place updates (``threshold``)
+        # are compiled: traced in-place updates on a clone were miscompiled on one thread
+        # (the mixture's kernel drew P(1) wrong; docs/performance.md).
+        if callable(getattr(self, "threshold", None)) and uses_fused(logits):
+            new = fused_sample(self, logits, current, generator=generator)
+            if new is not None:
+                return new
         numel = logits.numel()
         buffer = uniform_workspace(numel, dtype=current.dtype, device=current.device)
         uniform = buffer[:numel].view(logits.shape)

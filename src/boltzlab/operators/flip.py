@@ -71,6 +71,15 @@ class FlipOperator(LayerwiseOperator):
             flip.exp_()
         return flip.sub_(0.5).addcmul_(flip, current, value=-2.0).mul_(uniform_scale(current.dtype))
 
+    def threshold(self, logits: Tensor, current: Tensor) -> Tensor:
+        # threshold_ without in-place updates, for the compiled kernel: the same formulas.
+        sign = 1.0 - 2.0 * current
+        signed = logits * sign  # sign·x; zero exactly at ties
+        flip = torch.exp(signed)
+        if self.tie_rule:
+            flip = torch.where(signed == 0.0, 0.5, flip)
+        return (flip - 0.5) * sign * uniform_scale(current.dtype)
+
     def __repr__(self) -> str:
         return "FlipOperator()" if self.tie_rule else "FlipOperator(tie_rule=False)"
 

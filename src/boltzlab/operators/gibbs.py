@@ -5,9 +5,11 @@ Each unit is redrawn from its conditional: ``P(new = 1) = σ(x)`` whatever its c
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 from boltzlab.operators.base import LayerwiseOperator, register
+from boltzlab.rng import uniform_scale
 
 __all__ = ["GibbsOperator"]
 
@@ -29,3 +31,6 @@ class GibbsOperator(LayerwiseOperator):
 
     def probability_on_(self, logits: Tensor, current: Tensor) -> Tensor:
         return logits.sigmoid_()
+
+    def threshold(self, logits: Tensor, current: Tensor) -> Tensor:
+        return (torch.sigmoid(logits) - 0.5) * uniform_scale(current.dtype)

@@ -14,6 +14,7 @@ from torch import Tensor
 
 from boltzlab.operators.base import LayerwiseOperator, register
 from boltzlab.operators.flip import FlipOperator
+from boltzlab.rng import uniform_scale
 from boltzlab.validation import check_probability
 
 __all__ = ["MixtureOperator"]
@@ -40,6 +41,14 @@ class MixtureOperator(LayerwiseOperator):
         return (
             self._flip.probability_on_(logits, current).mul_(self.alpha).add_(gibbs, alpha=1.0 - self.alpha)
         )
+
+    def threshold(self, logits: Tensor, current: Tensor) -> Tensor:
+        # probability_on_ without in-place updates, for the compiled kernel: the same formulas.
+        sign = 1.0 - 2.0 * current
+        signed = logits * sign  # sign·x; zero exactly at ties
+        flip = torch.where(signed == 0.0, 0.5, torch.exp(torch.clamp(signed, max=0.0)))
+        probability = self.alpha * (current + sign * flip) + (1.0 - self.alpha) * torch.sigmoid(logits)
+        return (probability - 0.5) * uniform_scale(current.dtype)
 
     def __repr__(self) -> str:
         return f"MixtureOperator(alpha={self.alpha})"

@@ -41,6 +41,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from boltzlab import gemm
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.models.dbm import DBM
@@ -180,9 +181,9 @@ class MeanFieldObjective:
         for index, matrix in enumerate(model.weights):
             grad = _grad_buffer(matrix)
             # (1/M)·h⁻ᵀh⁻ − (1/B)·μᵀμ: two GEMMs into the reused buffer.
-            torch.mm(negative[index].t(), negative[index + 1], out=grad)
+            gemm.mm_into(grad, negative[index].t(), negative[index + 1])
             grad.mul_(1.0 / n_model)
-            grad.addmm_(positive[index].t(), positive[index + 1], alpha=-1.0 / n_data)
+            gemm.addmm_(grad, positive[index].t(), positive[index + 1], alpha=-1.0 / n_data)
         for index, vector in enumerate(model.biases):
             grad = _grad_buffer(vector)
             torch.mean(negative[index], 0, out=grad)

@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
+from boltzlab import gemm
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.models.rbm import RBM
@@ -104,7 +105,7 @@ class RBMObjective:
 
     @staticmethod
     def _hidden_probability(model: RBM, v: Tensor) -> Tensor:
-        return torch.sigmoid(torch.addmm(model.hidden_bias, v, model.weights))
+        return gemm.addmm(model.hidden_bias, v, model.weights).sigmoid_()
 
     @torch.no_grad()
     def positive(self, model: RBM, data: Tensor) -> tuple[Tensor, Tensor]:
@@ -138,9 +139,9 @@ class RBMObjective:
         v_model, h_model = negative[0], negative[1]
         grad_weights = _grad_buffer(model.weights)
         # (1/M)·v⁻ᵀ p(h|v⁻) − (1/B)·vᵀ p(h|v): two GEMMs into the reused buffer.
-        torch.mm(v_model.t(), h_model, out=grad_weights)
+        gemm.mm_into(grad_weights, v_model.t(), h_model)
         grad_weights.mul_(1.0 / v_model.shape[0])
-        grad_weights.addmm_(v_data.t(), h_data, alpha=-1.0 / v_data.shape[0])
+        gemm.addmm_(grad_weights, v_data.t(), h_data, alpha=-1.0 / v_data.shape[0])
         grad_visible = _grad_buffer(model.visible_bias)
         torch.mean(v_model, 0, out=grad_visible)
         grad_visible.sub_(v_data.mean(0))
@@ -152,7 +153,7 @@ class RBMObjective:
     def reconstruction_error(self, model: RBM, data: Tensor) -> Tensor:
         """``mean_n Σ_i (v_ni − σ(b + W p(h|v_n))_i)²``: deterministic, draws no random numbers."""
         hidden = self._hidden_probability(model, data)
-        reconstruction = torch.sigmoid(torch.addmm(model.visible_bias, hidden, model.weights.t()))
+        reconstruction = gemm.addmm(model.visible_bias, hidden, model.weights.t()).sigmoid_()
         return (data - reconstruction).square_().sum(1).mean()
 
 

@@ -1,0 +1,126 @@
+"""The CPU GEMM backend: both backends give torch's products up to rounding, the choice is
+calibrated once and cached, it can be forced, and the exact-oracle checks pass under each."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import boltzlab as bl
+from boltzlab import gemm
+from boltzlab.errors import ValidationError
+from harness import check_estimator_exact, check_operator_exact
+
+pytestmark = pytest.mark.filterwarnings("ignore:AIS is starting from a uniform base")
+
+
+@pytest.fixture
+def use_backend():
+    """Force a backend for one test, then go back to the environment's choice."""
+
+    def use(name: str) -> None:
+        gemm.set_backend(name)
+
+    yield use
+    gemm.set_backend(None)
+
+
+@pytest.mark.parametrize("backend", gemm.BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_products_equal_torchs_up_to_rounding(backend, dtype, use_backend):
+    use_backend(backend)
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(37, 23, generator=g, dtype=dtype)
+    b = torch.randn(23, 11, generator=g, dtype=dtype)
+    bias = torch.randn(11, generator=g, dtype=dtype)
+    tolerance = 1e-5 if dtype == torch.float32 else 1e-12
+    assert gemm.backend(dtype) == backend
+    assert torch.allclose(gemm.addmm(bias, a, b), torch.addmm(bias, a, b), atol=tolerance)
+    assert torch.allclose(gemm.addmm(None, a, b, alpha=-0.5), -0.5 * (a @ b), atol=tolerance)
+    # Transposed views go to BLAS with a transpose flag, not a copy; the result is the same.
+    c = torch.randn(37, 11, generator=g, dtype=dtype)
+    out = torch.empty(23, 11, dtype=dtype)
+    assert gemm.mm_into(out, a.t(), c) is out
+    assert torch.allclose(out, a.t() @ c, atol=tolerance * 10)
+    accumulated = torch.ones(23, 11, dtype=dtype)
+    assert gemm.addmm_(accumulated, a.t(), c, alpha=2.0) is accumulated
+    assert torch.allclose(accumulated, 1 + 2 * (a.t() @ c), atol=tolerance * 10)
+
+
+def test_autograd_products_stay_on_torch(use_backend):
+    use_backend("openblas")
+    weights = torch.randn(4, 3, requires_grad=True)
+    product = gemm.addmm(None, torch.ones(2, 4), weights)
+    product.sum().backward()
+    assert torch.equal(weights.grad, torch.full((4, 3), 2.0))
+
+
+@pytest.mark.parametrize("backend", gemm.BACKENDS)
+def test_operators_are_exact_under_each_backend(backend, use_backend):
+    use_backend(backend)
+    check_operator_exact(bl.operators.get("gibbs"))
+    check_operator_exact(bl.operators.get("flip"))
+
+
+@pytest.mark.parametrize("backend", gemm.BACKENDS)
+def test_ais_is_exact_under_each_backend(backend, use_backend):
+    use_backend(backend)
+    check_estimator_exact(
+        lambda model, budget, seed: bl.estimate_log_z(
+            model, method="ais", n_chains=200 * budget, n_temperatures=100, generator=seed
+        )
+    )
+
+
+def test_backends_give_the_same_chains_up_to_rare_rounding_ties(use_backend):
+    model = bl.RBM(n_visible=64, n_hidden=32, generator=0)
+    chains = model.init_chains(200, generator=0).with_beta(1.0)
+    results = []
+    for backend in gemm.BACKENDS:
+        use_backend(backend)
+        g = torch.Generator().manual_seed(3)
+        state, _ = bl.operators.get("gibbs").step(model, chains, generator=g)
+        results.append(state.layers[0])
+    # The same uniforms against thresholds that differ by float rounding only.
+    assert (results[0] != results[1]).float().mean() < 1e-3
+
+
+def test_auto_calibrates_once_and_caches_per_machine(tmp_path, monkeypatch):
+    monkeypatch.setenv("BOLTZLAB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(gemm.ENVIRONMENT_VARIABLE, "auto")
+    gemm.set_backend(None)
+    try:
+        chosen = gemm.backend(torch.float32)
+        assert chosen in gemm.BACKENDS
+        cached = json.loads(gemm.cache_path().read_text())
+        (entry,) = cached.values()
+        assert entry["backend"] == chosen and set(entry["gflops"]) == set(gemm.BACKENDS)
+        assert all(value > 0 for value in entry["gflops"].values())
+        # A cached choice is used as it is (here: edited to the other backend).
+        other = next(name for name in gemm.BACKENDS if name != chosen)
+        key = next(iter(cached))
+        cached[key]["backend"] = other
+        gemm.cache_path().write_text(json.dumps(cached))
+        gemm.set_backend(None)
+        assert gemm.backend(torch.float32) == other
+    finally:
+        gemm.set_backend(None)
+
+
+def test_environment_variable_forces_a_backend_and_bad_names_are_refused(monkeypatch):
+    monkeypatch.setenv(gemm.ENVIRONMENT_VARIABLE, "openblas")
+    gemm.set_backend(None)
+    try:
+        assert gemm.backend(torch.float64) == "openblas"
+        assert gemm.backend(torch.int64) == "torch"
+        monkeypatch.setenv(gemm.ENVIRONMENT_VARIABLE, "fastest")
+        gemm.set_backend(None)
+        with pytest.raises(ValidationError, match="BOLTZLAB_GEMM"):
+            gemm.backend(torch.float32)
+        with pytest.raises(ValidationError, match="torch, openblas or auto"):
+            gemm.set_backend("mkl")
+    finally:
+        monkeypatch.delenv(gemm.ENVIRONMENT_VARIABLE)
+        gemm.set_backend(None)
