@@ -26,6 +26,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -36,6 +37,16 @@ import torch
 import boltzlab as bl
 from boltzlab import gemm
 from boltzlab.operators import fused
+
+# Environment variables that change what the backends do (docs/performance.md).
+_ENVIRONMENT = (
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_THREAD_TIMEOUT",
+    "OMP_WAIT_POLICY",
+    "GOMP_SPINCOUNT",
+    "BOLTZLAB_GEMM",
+    "BOLTZLAB_FUSED",
+)
 
 
 def _time(function: Callable[[], object], repeats: int) -> float:
@@ -130,6 +141,14 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     dtype = getattr(torch, args.dtype)
     fused_note = f"fused kernel {fused.mode()} (from {fused.MIN_FUSED_UNITS:,} units)"
+    # What pins or slows the BLAS and OpenMP pools, so that two runs can be compared.
+    from threadpoolctl import threadpool_info
+
+    kernels = [
+        info.get("architecture") for info in threadpool_info() if info.get("internal_api") == "openblas"
+    ]
+    settings = ", ".join(f"{name}={os.environ[name]}" for name in _ENVIRONMENT if name in os.environ)
+    print(f"OpenBLAS kernel: {', '.join(map(str, kernels)) or 'none'}; environment: {settings or 'no pins'}")
     print(
         f"RBM {args.visible}x{args.hidden} {args.dtype} on {args.device}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} thread(s), GEMM backend in use: {gemm.backend(dtype)}, {fused_note}; "

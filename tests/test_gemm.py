@@ -124,3 +124,20 @@ def test_environment_variable_forces_a_backend_and_bad_names_are_refused(monkeyp
     finally:
         monkeypatch.delenv(gemm.ENVIRONMENT_VARIABLE)
         gemm.set_backend(None)
+
+
+def test_auto_keeps_small_products_on_torch(monkeypatch):
+    # Below MIN_OPENBLAS_MACS the numpy path's fixed cost outweighs OpenBLAS's speed; a forced
+    # backend is used at every size.
+    monkeypatch.setenv(gemm.ENVIRONMENT_VARIABLE, "auto")
+    monkeypatch.setattr(gemm, "_cached_or_calibrated", lambda dtype, threads: "openblas")
+    gemm.set_backend(None)
+    try:
+        small = (torch.zeros(100, 64), torch.zeros(64, 16))
+        large = (torch.zeros(100, 784), torch.zeros(784, 500))
+        assert not gemm._numpy_path(*small, None)
+        assert gemm._numpy_path(*large, None)
+        gemm.set_backend("openblas")
+        assert gemm._numpy_path(*small, None)
+    finally:
+        gemm.set_backend(None)

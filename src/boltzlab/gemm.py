@@ -42,6 +42,7 @@ from boltzlab.errors import ValidationError
 __all__ = [
     "BACKENDS",
     "ENVIRONMENT_VARIABLE",
+    "MIN_OPENBLAS_MACS",
     "addmm",
     "addmm_",
     "backend",
@@ -56,6 +57,10 @@ ENVIRONMENT_VARIABLE = "BOLTZLAB_GEMM"
 # OpenBLAS must beat torch by this factor to be chosen: a tie keeps the library's default.
 _MARGIN = 0.97
 _CALIBRATION_SHAPE = (512, 784, 500)
+#: Products of fewer multiply-adds (m·k·n) than this stay on torch: the numpy path's fixed
+#: cost per call (about 5 µs more) is larger than what OpenBLAS saves below about a million
+#: (100×64 by 64×16: torch 5.8 µs, OpenBLAS 11.0; 100×784 by 784×20: 48.2 against 43.7).
+MIN_OPENBLAS_MACS = 1 << 20
 
 _requested: str | None = None  # set_backend's choice; None reads the environment
 _chosen: dict[tuple[torch.dtype, int], str] = {}  # per (dtype, threads), once resolved
@@ -88,8 +93,7 @@ def backend(dtype: torch.dtype = torch.float32) -> str:
     key = (dtype, threads)
     chosen = _chosen.get(key)
     if chosen is None:
-        requested = _requested if _requested is not None else os.environ.get(ENVIRONMENT_VARIABLE, "auto")
-        requested = _check_name(requested.strip().lower(), ENVIRONMENT_VARIABLE)
+        requested = _requested_name()
         chosen = requested if requested != "auto" else _cached_or_calibrated(dtype, threads)
         _chosen[key] = chosen
     return chosen
@@ -174,6 +178,13 @@ def cache_path() -> Path:
 # --------------------------------------------------------------------------- internals
 
 
+def _requested_name() -> str:
+    """``set_backend``'s choice, else ``BOLTZLAB_GEMM``, else ``"auto"``."""
+    if _requested is not None:
+        return _requested
+    return _check_name(os.environ.get(ENVIRONMENT_VARIABLE, "auto").strip().lower(), ENVIRONMENT_VARIABLE)
+
+
 def _check_name(name: str, where: str) -> str:
     if name not in (*BACKENDS, "auto"):
         raise ValidationError(f"{where}: unknown GEMM backend {name!r}; choose torch, openblas or auto")
@@ -190,11 +201,22 @@ def _numpy_path(a: Tensor, b: Tensor, other: Tensor | None) -> bool:
         return False
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
         return False
+    requested = _requested_name()
+    if requested != "auto":
+        return requested == "openblas"  # a forced backend is used at every size
+    # Small products stay on torch before anything is calibrated: a tiny model never pays
+    # for the calibration's products.
+    if a.shape[0] * a.shape[1] * b.shape[1] < MIN_OPENBLAS_MACS:
+        return False
     return backend(a.dtype) == "openblas"
 
 
 def _sync_threads() -> None:
-    """Keep OpenBLAS's pool at torch's thread count (threadpoolctl), so they never oversubscribe."""
+    """Keep OpenBLAS's pool at torch's thread count (threadpoolctl), so they never oversubscribe.
+
+    The limit is process-wide: the caller's own numpy and scipy code then uses as many BLAS
+    threads as torch does.
+    """
     global _blas_threads, _limiter
     threads = torch.get_num_threads()
     if threads == _blas_threads:

@@ -185,8 +185,11 @@ _MASK32 = 0xFFFFFFFF
 
 
 def _hash32(x: Tensor) -> Tensor:
-    """A 32-bit integer hash (Wellons's hash-prospector, ``x ^= x >> 16; x *= 0x21f0aaad;
-    x ^= x >> 15; x *= 0x735a2d97; x ^= x >> 15``), a bijection of [0, 2^32); int64 in and out.
+    """A 32-bit integer hash, a bijection of [0, 2^32); int64 in and out.
+
+    ``x ^= x >> 16; x *= 0x21f0aaad; x ^= x >> 15; x *= 0x735a2d97; x ^= x >> 15``: one of
+    the functions found by Wellons's hash-prospector, in its widely used variant whose
+    second multiplier is 0x735a2d97 (the published one, 0xd35a2d97, is above 2^31).
 
     Both multipliers are below 2^31, so for ``x < 2^32`` every product stays below 2^63: no
     int64 overflow, which would be undefined behaviour in the C++ torch.compile generates.

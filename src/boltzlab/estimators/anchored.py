@@ -21,7 +21,10 @@ chains run) and AIS's error bar for the part AIS estimates. Where ``S`` holds no
 of hundreds of units, say) it is AIS; where ``S`` holds nearly all the mass, it is nearly
 exact. What neither sees is mass outside ``S`` that no annealing chain reached: with ``n``
 chains that is invisible below about ``1/n`` of ``Z``, so ``Z_S/Ẑ · 1/n`` nats is added to the
-error bar in quadrature (``info.unseen_stderr``).
+error bar in quadrature (``info.unseen_stderr``). That term is a heuristic, not a bound: it
+assumes AIS's chains would land in such a region about as often as its share of ``Z``, and
+it is scaled by the anchor's share because where AIS carries the estimate its own error bar
+already speaks for it. It is kept even when ``S`` happens to hold the whole layer.
 """
 
 from __future__ import annotations
@@ -118,9 +121,11 @@ def _log_probability_in(model: RBM, visited: VisitedStates, visible: Tensor) -> 
     weights = model.weights.detach().to(torch.float64)
     logits = model.hidden_bias.detach().to(torch.float64) + visible.to(torch.float64) @ weights
     log_normaliser = softplus(logits).sum(1)
+    # Blocks of states × chains in float64, at most about 128 MB each.
+    block_size = max(1, min(_BLOCK, (1 << 24) // max(1, logits.shape[0])))
     blocks = [
         torch.logsumexp(block.to(logits.device) @ logits.t() - log_normaliser, 0)
-        for block in visited.states(block=_BLOCK)
+        for block in visited.states(block=block_size)
     ]
     return torch.logsumexp(torch.stack(blocks), 0).clamp_max(0.0).cpu()
 
@@ -191,8 +196,9 @@ def anchored_ais(
     LogZEstimate
         ``method="anchored-ais"``, ``bound="lower"`` (as AIS: ``E[Ẑ] = Z``); ``stderr`` the
         delta-method error of the per-chain ``Ẑ_i`` and ``info.unseen_stderr`` in quadrature;
-        ``cost_sweeps`` AIS's plus the anchor chains'; ``info`` an :class:`AnchoredInfo`;
-        ``lower_bound`` the anchor set's certified bound.
+        ``cost_sweeps`` AIS's plus the anchor chains'; ``info`` an :class:`AnchoredInfo`
+        (``info.anchor`` is the anchor set's certified bound); ``lower_bound`` the same bound,
+        which ``estimate_log_z``'s verdict replaces with its own independent witness's.
 
     Raises
     ------

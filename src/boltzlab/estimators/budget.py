@@ -74,7 +74,9 @@ def matched_options(method: str, sweeps_per_chain: int) -> dict[str, int]:
 
     AIS and RAISE get that many temperatures (RTS paper, Fig. 3: "as many temperatures as RTS's
     total sweeps"); the tempered-sampling methods get :func:`tempered_budget`; ``"exact"``
-    takes none.
+    takes none. Anchored AIS gets AIS's temperatures; its anchor chains' fixed 200,000
+    chain-sweeps come on top (its ``cost_sweeps`` counts them, so a table shows the
+    difference).
 
     Parameters
     ----------

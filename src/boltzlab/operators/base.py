@@ -23,6 +23,7 @@ decorated with :func:`register`, plus one test calling ``harness.check_operator_
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -136,7 +137,7 @@ class LayerwiseOperator(ABC):
         # Only operators that spell out a threshold without in-place updates (``threshold``)
         # are compiled: traced in-place updates on a clone were miscompiled on one thread
         # (the mixture's kernel drew P(1) wrong; docs/performance.md).
-        if callable(getattr(self, "threshold", None)) and uses_fused(logits):
+        if _has_own_threshold(type(self)) and uses_fused(logits):
             new = fused_sample(self, logits, current, generator=generator)
             if new is not None:
                 return new
@@ -210,6 +211,19 @@ class LayerwiseOperator(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+@functools.cache
+def _has_own_threshold(cls: type) -> bool:
+    """Whether ``cls`` has a pure ``threshold`` written for its own probability.
+
+    The ``threshold`` must come from the class that defines ``probability_on_`` or a subclass
+    of it: a subclass that changes ``probability_on_`` but inherits its parent's ``threshold``
+    would otherwise have its parent's kernel compiled.
+    """
+    owner = next((klass for klass in cls.__mro__ if "probability_on_" in vars(klass)), None)
+    source = next((klass for klass in cls.__mro__ if "threshold" in vars(klass)), None)
+    return owner is not None and source is not None and issubclass(source, owner)
 
 
 def _non_binary_kinds(model: TemperedModel) -> tuple[str, ...] | None:

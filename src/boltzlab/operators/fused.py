@@ -7,7 +7,7 @@ generator draws its numbers on one thread; together they cost 40–60% on top of
 784×500 sweep. Here the whole chain is one function of the logits, the current states and two
 keys, compiled with ``torch.compile`` (TorchInductor generates one vectorised, OpenMP-parallel
 C++ loop), with the uniforms from the counter-based :func:`boltzlab.rng.counter_bits`: unit
-``i`` of a draw depends only on ``i`` and the draw's keys, so the result is the same for any
+``i`` of a draw depends only on ``i`` and the draw's keys, so the uniforms are the same for any
 number of threads, and two fresh keys from the caller's generator make each draw independent
 (docs/performance.md).
 
@@ -20,7 +20,8 @@ call's fixed costs do not pay) when
 ``torch.compile`` works here; ``BOLTZLAB_FUSED=off`` turns it off, ``on`` uses it at any size
 (the tests do, to check it against exact transition matrices). Accelerators keep the unfused
 path. A failed compilation (no C++ compiler, say) turns it off for the process, once, with a
-warning that names the cause.
+warning that names the cause; the attempt's generator draw is given back, so the run goes on
+as one that never tried.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ _MAX_UNITS = 1 << 32
 _mode: str | None = None  # set_mode's choice; None reads the environment
 _compiled: dict[Any, Callable[..., Tensor]] = {}
 _broken: str | None = None  # why compiling failed, once it has
+_working: set[Any] = set()  # (operator, dtypes) whose kernel has compiled and run
 
 
 def set_mode(name: str | None) -> None:
@@ -101,16 +103,23 @@ def fused_sample(
     one thread with torch 2.13 (AIS's ``E[w]/Z`` was 1.31), and right on two.
     """
     global _broken
+    # The generator's state is restored if the kernel cannot be built, so that a failed first
+    # attempt leaves the same random stream as a run that never tried.
+    state = generator.get_state()
     keys = counter_keys(generator)
     kernel = _kernel(operator)
+    variant = (type(operator), repr(operator), logits.dtype, current.dtype)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             # Flat inputs: only the length varies between calls, so each operator compiles
             # once per dtype (shape, stride and layout changes would each recompile).
-            return kernel(logits.reshape(-1), current.reshape(-1), keys).view(logits.shape)
-    except Exception as error:  # no compiler, an unsupported platform: fall back, once
+            new = kernel(logits.reshape(-1), current.reshape(-1), keys).view(logits.shape)
+    except Exception as error:
+        if variant in _working:
+            raise  # it compiled and ran before: this is a run-time error, not a missing compiler
         _broken = f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
+        generator.set_state(state)
         warnings.warn(
             f"the fused sampling kernel could not be compiled ({_broken}); sweeps use the unfused path "
             f"(set {ENVIRONMENT_VARIABLE}=off to skip the attempt)",
@@ -118,6 +127,8 @@ def fused_sample(
             stacklevel=3,
         )
         return None
+    _working.add(variant)
+    return new
 
 
 def _check_mode(name: str, where: str) -> str:
