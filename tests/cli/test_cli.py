@@ -12,6 +12,7 @@ line ``error: ...`` on stderr without a traceback, unless ``--debug`` asks for i
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -325,3 +326,23 @@ def test_debug_lets_the_exception_through(tmp_path: Path) -> None:
     assert shown.returncode == 1 and "Traceback" in shown.stderr and "ModelFileError" in shown.stderr
     plain = subprocess.run([*script, "info", str(tmp_path / "absent")], capture_output=True, text=True)
     assert plain.returncode == 1 and plain.stderr.startswith("error: ") and "Traceback" not in plain.stderr
+
+
+def test_logz_and_evaluate_json_print_one_object(run_dir: Path, data_file: Path) -> None:
+    model_path = run_dir / "model.safetensors"
+    exact = bl.exact_log_z(bl.RBM.load(model_path))
+    result = invoke("logz", model_path, "--method", "ais", "--temperatures", 200, "--json")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    assert record["method"] == "ais" and record["world_size"] == 1 and record["bias"] == "lower"
+    assert abs(record["log_z"] - exact) < 4 * record["stderr"] + 1e-9
+    assert record["cost_sweeps"] > 0 and isinstance(record["reliable"], bool)
+    assert record["diagnostics"]["n_chains"] == 100 and "ess" in record["diagnostics"]
+    common = ["--data", data_file, "--budget", 50, "--chains", 16, "--examples", 2]
+    result = invoke("evaluate", model_path, *common, "--methods", "exact,ais,anchored-ais", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert [row["method"] for row in report["rows"]] == ["exact", "ais", "anchored-ais"]
+    assert report["rows"][0]["log_z"] == pytest.approx(exact)
+    assert "anchor_share" in report["rows"][2]["diagnostics"]
+    assert isinstance(report["disagreements"], list) and report["sandwich"] is None

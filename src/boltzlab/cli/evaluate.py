@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,9 @@ from boltzlab.cli.common import (
     operator_help,
     operator_params,
 )
+from boltzlab.cli.comparison import disagreement_lines, sandwich_line
 from boltzlab.cli.dbm_report import dbm_bound_rows, dbm_likelihood_rows, format_dbm_rows
+from boltzlab.cli.json_output import echo_json, estimate_diagnostics
 from boltzlab.cli.logz import (
     ANNEALING,
     DEFAULT_RAISE_EXAMPLES,
@@ -115,6 +117,7 @@ class EvaluationRow:
     seconds: float
     reliable: bool = True
     warnings: tuple[str, ...] = ()
+    diagnostics: dict[str, Any] = field(default_factory=dict)
 
 
 def default_methods(model: nn.Module, *, has_trajectory: bool = False) -> tuple[str, ...]:
@@ -174,6 +177,7 @@ def row_from_estimate(
         seconds=seconds,
         reliable=bool(estimate.reliable),
         warnings=tuple(estimate.warnings),
+        diagnostics=estimate_diagnostics(estimate.info),
     )
 
 
@@ -212,28 +216,6 @@ def verdict_column(row: EvaluationRow) -> str:
     if row.method == "exact":
         return "exact"
     return "reliable" if row.reliable else "UNRELIABLE"
-
-
-def disagreement_lines(rows: Sequence[EvaluationRow], *, max_z: float = 4.0) -> list[str]:
-    """One line per pair of methods whose estimates differ by more than ``max_z`` combined errors.
-
-    Two right answers differ by less than a few ``sqrt(s1² + s2²)``; a larger gap means at least
-    one of them is wrong, whatever their verdicts say.
-    """
-    lines = []
-    for index, first in enumerate(rows):
-        for second in rows[index + 1 :]:
-            combined = math.hypot(first.stderr, second.stderr)
-            gap = abs(first.log_z - second.log_z)
-            if gap <= 1e-9:
-                continue
-            z = math.inf if combined == 0 else gap / combined
-            if z > max_z:
-                lines.append(
-                    f"disagree: {first.method} and {second.method} differ by {gap:.4f} nats "
-                    f"({'∞' if math.isinf(z) else f'{z:.1f}'} combined standard errors): at least one is wrong"
-                )
-    return lines
 
 
 def evaluate_methods(
@@ -352,33 +334,6 @@ def format_rows(rows: Sequence[EvaluationRow]) -> str:
     return format_table(header, cells)
 
 
-def sandwich_line(rows: Sequence[EvaluationRow]) -> str | None:
-    """``AIS ≲ log Z ≲ RAISE`` with the implied test log-likelihood range, when both ran; else None."""
-    by_method = {row.method: row for row in rows}
-    if "ais" not in by_method or "raise" not in by_method:
-        return None
-    lower, upper = by_method["ais"], by_method["raise"]
-    if lower.log_z > upper.log_z or not (lower.reliable and upper.reliable):
-        # RAISE started from held-out data, not from model samples, bounds nothing by itself;
-        # only a pair that brackets, both judged reliable, is called a sandwich.
-        why = "they cross" if lower.log_z > upper.log_z else "at least one of them is UNRELIABLE"
-        return (
-            f"no sandwich: AIS {lower.log_z:.4f} and RAISE {upper.log_z:.4f} do not bracket log Z ({why}); "
-            "RAISE from held-out data is a diagnostic here, not an upper bound"
-        )
-    line = (
-        f"sandwich: {lower.log_z:.4f} (AIS, lower bound) ≲ log Z ≲ {upper.log_z:.4f} (RAISE, upper bound "
-        f"in expectation when its chains start near the model), width {upper.log_z - lower.log_z:.4f} nats"
-    )
-    if math.isfinite(lower.test_log_likelihood):
-        line += f"; test log-likelihood between {upper.test_log_likelihood:.4f} and {lower.test_log_likelihood:.4f}"
-    if "exact" in by_method:
-        exact = by_method["exact"].log_z
-        inside = lower.log_z <= exact <= upper.log_z
-        line += f"; exact log Z {exact:.4f} is {'inside' if inside else 'outside'}"
-    return line
-
-
 @click.command(
     "evaluate",
     short_help="Compare log Z estimators and log-likelihoods.",
@@ -399,8 +354,10 @@ Example:
 @click.option(
     "--methods",
     metavar="LIST",
-    help="Comma-separated estimators (default: exact when enumerable, ais, trajectory-ais when the run "
-    "has a trajectory, raise, rts); any of " + ", ".join(estimators.methods()) + ".",
+    help="Comma-separated estimators (default: exact when enumerable, ais, anchored-ais for binary RBMs, "
+    "trajectory-ais when the run has a trajectory, raise, rts); any of "
+    + ", ".join(estimators.methods())
+    + ".",
 )
 @click.option(
     "--budget",
@@ -436,6 +393,7 @@ Example:
 @click.option(
     "--data-root", type=click.Path(path_type=Path), metavar="DIR", help="Where to look for dataset files."
 )
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (every row, with diagnostics).")
 @command_options
 def evaluate(
     model_path: Path,
@@ -450,6 +408,7 @@ def evaluate(
     seed: int,
     trajectory: Path | None,
     data_root: Path | None,
+    as_json: bool,
 ) -> None:
     """Estimate log Z of a saved model with several methods and print the comparison table.
 
@@ -470,14 +429,21 @@ def evaluate(
         name = operator or "gibbs"
         op = operators.get(name, **operator_params(name, alpha))
     prepared = prepare_data(model, data_name, root=data_root, seed=seed, n_examples=examples)
-    click.echo(f"model: {model_path} ({describe_model(model)})")
+    echo = (lambda _text: None) if as_json else click.echo
+    echo(f"model: {model_path} ({describe_model(model)})")
     raise_note = f"; RAISE uses {prepared.held_out_description}" if "raise" in chosen else ""
-    click.echo(f"data: {prepared.dataset.name}{raise_note}")
+    echo(f"data: {prepared.dataset.name}{raise_note}")
     if trajectory is not None:
-        click.echo(f"trajectory: {trajectory}")
+        echo(f"trajectory: {trajectory}")
     rows = evaluate_methods(
         model, chosen, prepared, seed=seed, budget=budget, chains=chains, operator=op, trajectory=trajectory
     )
+    if as_json:
+        sandwich = sandwich_line(rows)
+        rows_out = [{**asdict(row), "world_size": 1} for row in rows]
+        summary = {"disagreements": disagreement_lines(rows), "sandwich": sandwich}
+        echo_json({"model": str(model_path), "data": prepared.dataset.name, "rows": rows_out, **summary})
+        return
     click.echo(format_rows(rows))
     for row in rows:
         if row.method != "exact" and not row.reliable:

@@ -38,6 +38,7 @@ from boltzlab.cli.common import (
     operator_help,
     operator_params,
 )
+from boltzlab.cli.json_output import echo_json, estimate_record
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.models.trajectory import TRAJECTORY_FILE
@@ -312,8 +313,14 @@ Example:
 @click.option(
     "--data-root", type=click.Path(path_type=Path), metavar="DIR", help="Where to look for dataset files."
 )
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON object (log_z, stderr, verdict, diagnostics) instead.",
+)
 @command_options
-def logz(model_path: Path, method: str, seed: int, **flags: Any) -> None:
+def logz(model_path: Path, method: str, seed: int, as_json: bool, **flags: Any) -> None:
     """Estimate log Z of a saved model: value ± standard error, bias direction, cost and ESS."""
     model = load_model_file(model_path)
     choose_threads(model)
@@ -355,7 +362,8 @@ def logz(model_path: Path, method: str, seed: int, **flags: Any) -> None:
         # The verdict's lower-bound witness starts from data: it finds modes annealing misses.
         options["check_data"] = prepared.dataset.train
 
-    click.echo(f"model: {model_path} ({describe_model(model)})")
+    if not as_json:
+        click.echo(f"model: {model_path} ({describe_model(model)})")
     if method != "exact" and not getattr(model, "base_fitted", True):
         click.echo(
             "warning: the model's base was never fitted to data, so the estimator starts from a uniform base "
@@ -365,6 +373,9 @@ def logz(model_path: Path, method: str, seed: int, **flags: Any) -> None:
     started = time.perf_counter()
     estimate = run_quietly(model, method, seed=seed, options=options)
     elapsed = time.perf_counter() - started
+    if as_json:
+        echo_json({"model": str(model_path), **estimate_record(estimate, seconds=elapsed)})
+        return
 
     if estimate.method == "exact":
         click.echo(f"log Z = {estimate.log_z:.6f} (exact)")

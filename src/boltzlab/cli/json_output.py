@@ -1,0 +1,93 @@
+"""``--json``: one JSON object on stdout, for scripts (``logz``, ``evaluate``).
+
+An estimate becomes ``{"method", "log_z", "stderr", "bias", "cost_sweeps", "seconds",
+"reliable", "warnings", "lower_bound", "world_size", "diagnostics"}``; ``diagnostics`` holds
+every scalar of the estimator's ``info`` (ESS, chains, operator, round trips, ...) and of its
+nested dataclasses one level down, as ``"parent.field"``. Non-finite numbers become ``null``
+(JSON has no NaN or infinity). ``world_size`` is the number of processes that made the number:
+1 until the library runs under torch.distributed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+import click
+
+from boltzlab.estimators.result import LogZEstimate
+
+__all__ = ["echo_json", "estimate_diagnostics", "estimate_record", "json_ready"]
+
+
+def json_ready(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by ``None`` (lists and dicts recursively)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(key): json_ready(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(item) for item in value]
+    return value
+
+
+def _scalar(value: Any) -> Any | None:
+    """A JSON scalar for a bool, int, float or str (a one-element tensor too); else ``None``."""
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    item = getattr(value, "item", None)
+    numel = getattr(value, "numel", None)
+    if callable(item) and callable(numel) and numel() == 1:
+        return item()
+    return None
+
+
+def estimate_diagnostics(info: Any) -> dict[str, Any]:
+    """Scalar fields of ``info`` (a dataclass), and of dataclasses it holds, one level down."""
+    if not dataclasses.is_dataclass(info) or isinstance(info, type):
+        return {}
+    out: dict[str, Any] = {}
+    for field in dataclasses.fields(info):
+        value = getattr(info, field.name)
+        scalar = _scalar(value)
+        if scalar is not None:
+            out[field.name] = scalar
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for inner in dataclasses.fields(value):
+                inner_scalar = _scalar(getattr(value, inner.name))
+                if inner_scalar is not None:
+                    out[f"{field.name}.{inner.name}"] = inner_scalar
+    return out
+
+
+def estimate_record(estimate: LogZEstimate, *, seconds: float | None = None) -> dict[str, Any]:
+    """The JSON object of one estimate (see the module docstring)."""
+    bound = estimate.lower_bound
+    return {
+        "method": estimate.method,
+        "log_z": float(estimate.log_z),
+        "stderr": float(estimate.stderr),
+        "bias": estimate.bound,
+        "cost_sweeps": int(estimate.cost_sweeps),
+        "seconds": seconds,
+        "reliable": bool(estimate.reliable),
+        "warnings": list(estimate.warnings),
+        "lower_bound": None
+        if bound is None
+        else {
+            "log_z": float(bound.log_z),
+            "layer": bound.layer,
+            "n_states": int(bound.n_states),
+            "missing_mass": float(bound.missing_mass),
+            "started_from": bound.started_from,
+        },
+        "world_size": 1,
+        "diagnostics": estimate_diagnostics(estimate.info),
+    }
+
+
+def echo_json(value: dict[str, Any]) -> None:
+    """Print ``value`` as one JSON object on stdout."""
+    click.echo(json.dumps(json_ready(value), allow_nan=False, sort_keys=False))
