@@ -187,3 +187,15 @@ def test_model_data_defers_to_the_models_own_check():
     assert result.dtype == torch.float64 and result.tolist() == [[0.25, -1.5, 2.0]]
     with pytest.raises(ValidationError, match="batch has 2 units per example"):
         as_model_data(RealValued(), [[0.25, -1.5]], "batch")
+
+
+@pytest.mark.parametrize("operator", ["gibbs", "flip", "mixture"])
+def test_chains_of_another_dtype_get_one_error_naming_both_and_the_fix(operator):
+    # A float64 state for a float32 model (states built with numpy, say) used to end in torch's
+    # "mat1 and mat2 must have the same dtype" inside a matrix product.
+    model = bl.RBM(n_visible=6, n_hidden=4, generator=0)
+    chains = model.init_chains(5, generator=0).with_beta(1.0).to(dtype=torch.float64)
+    with pytest.raises(
+        ValidationError, match=r"torch\.float64 on cpu but the model is torch\.float32.*chains\.to"
+    ):
+        bl.operators.get(operator).step(model, chains, generator=torch.Generator().manual_seed(0))
