@@ -62,6 +62,18 @@ def random_rbm(
     return model
 
 
+def sharp_rbm(n_visible: int, n_hidden: int, *, seed: int, scale: float) -> bl.RBM:
+    """Gaussian weights of standard deviation ``scale`` and standard normal biases, float64:
+    with a large ``scale`` a few separated modes hold the mass (what PCD training produces)."""
+    g = torch.Generator().manual_seed(seed)
+    return bl.RBM(
+        weights=scale * torch.randn(n_visible, n_hidden, generator=g, dtype=torch.float64),
+        visible_bias=torch.randn(n_visible, generator=g, dtype=torch.float64),
+        hidden_bias=torch.randn(n_hidden, generator=g, dtype=torch.float64),
+        dtype=torch.float64,
+    )
+
+
 def tiny_rbms(dtype: torch.dtype = torch.float64) -> list[bl.RBM]:
     """Enumerable RBMs (<= 8 units) covering the cases that break operators.
 

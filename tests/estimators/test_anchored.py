@@ -12,7 +12,7 @@ import boltzlab as bl
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.anchored import AnchoredInfo, anchor_log_weights
 from boltzlab.estimators.lower_bound import log_f_layer, visited_states
-from harness import check_estimator_exact, random_dbm, random_rbm
+from harness import check_estimator_exact, random_dbm, random_rbm, sharp_rbm
 
 pytestmark = pytest.mark.filterwarnings("ignore:AIS is starting from a uniform base")
 
@@ -29,16 +29,6 @@ def heaviest_visible_state(model: bl.RBM) -> torch.Tensor:
     n = model.n_visible
     states = ((torch.arange(2**n)[:, None] >> torch.arange(n)) & 1).double()
     return states[log_f_layer(model, states, "visible").argmax()][None]
-
-
-def sharp_rbm(n_visible: int, n_hidden: int, *, seed: int, scale: float) -> bl.RBM:
-    g = torch.Generator().manual_seed(seed)
-    return bl.RBM(
-        weights=scale * torch.randn(n_visible, n_hidden, generator=g, dtype=torch.float64),
-        visible_bias=torch.randn(n_visible, generator=g, dtype=torch.float64),
-        hidden_bias=torch.randn(n_hidden, generator=g, dtype=torch.float64),
-        dtype=torch.float64,
-    )
 
 
 @pytest.mark.parametrize(("n_visible", "n_hidden"), [(4, 3), (2, 5)])

@@ -9,19 +9,8 @@ from boltzlab.errors import ValidationError
 from boltzlab.estimators import collect_tempered_samples
 from boltzlab.estimators.rts import rts_from_samples
 from boltzlab.estimators.tempered_budget import DEFAULT_MAX_SWEEPS, TemperedBudget
-from harness import random_rbm
+from harness import random_rbm, sharp_rbm
 from tolerances import MAX_Z
-
-
-def sharp_rbm(n_visible: int, n_hidden: int, *, seed: int, scale: float) -> bl.RBM:
-    """Large weights: a few separated modes hold the mass."""
-    g = torch.Generator().manual_seed(seed)
-    return bl.RBM(
-        weights=scale * torch.randn(n_visible, n_hidden, generator=g, dtype=torch.float64),
-        visible_bias=torch.randn(n_visible, generator=g, dtype=torch.float64),
-        hidden_bias=torch.randn(n_hidden, generator=g, dtype=torch.float64),
-        dtype=torch.float64,
-    )
 
 
 def test_an_easy_model_gets_one_round_on_the_placed_ladder():

@@ -28,20 +28,10 @@ from boltzlab.estimators.trust import (
     group_spread_stderr,
 )
 from boltzlab.estimators.verdicts import judge
+from harness import sharp_rbm
 
 # Hand-made models have no fitted base; the warning about it is not what these tests check.
 pytestmark = pytest.mark.filterwarnings("ignore:AIS is starting from a uniform base")
-
-
-def sharp_rbm(n_visible: int, n_hidden: int, *, seed: int, scale: float) -> bl.RBM:
-    """An RBM with large weights: a few modes hold the mass (what PCD training produces)."""
-    g = torch.Generator().manual_seed(seed)
-    return bl.RBM(
-        weights=scale * torch.randn(n_visible, n_hidden, generator=g, dtype=torch.float64),
-        visible_bias=torch.randn(n_visible, generator=g, dtype=torch.float64),
-        hidden_bias=torch.randn(n_hidden, generator=g, dtype=torch.float64),
-        dtype=torch.float64,
-    )
 
 
 @pytest.mark.parametrize(("n_visible", "n_hidden"), [(7, 3), (3, 8), (11, 9)])

@@ -30,7 +30,6 @@ already speaks for it. It is kept even when ``S`` happens to hold the whole laye
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +51,6 @@ from boltzlab.estimators.registry import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.models.rbm import RBM
 from boltzlab.numerics import ess, log_mean_exp, log_mean_exp_stderr
-from boltzlab.operators.base import Operator
 from boltzlab.rng import resolve_generator
 
 __all__ = ["ANCHOR_WINDOW_NATS", "MAX_ANCHOR_STATES", "AnchoredInfo", "anchor_log_weights", "anchored_ais"]
@@ -163,14 +161,8 @@ def anchored_ais(
     anchor_data: Any = None,
     anchor_chains: int = 1000,
     anchor_sweeps: int = 200,
-    n_chains: int = 100,
-    n_temperatures: int | None = None,
-    schedule: str | Tensor | Sequence[float] = "sm08",
-    operator: str | Operator = "gibbs",
     generator: torch.Generator | int | None = None,
-    record_ess: bool = True,
-    decelerate: float | None = None,
-    schedule_options: Mapping[str, Any] | None = None,
+    **ais_options: Any,
 ) -> LogZEstimate:
     """Estimate ``log Z`` of a binary RBM by AIS anchored on the states chains from data visit.
 
@@ -187,9 +179,11 @@ def anchored_ais(
         Chains at β = 1 that collect the anchor set ``S``.
     anchor_sweeps : int, default 200
         Sweeps of each anchor chain; every visited state of the smaller layer joins ``S``.
-    n_chains, n_temperatures, schedule, operator, record_ess, decelerate, schedule_options
-        AIS's options (:func:`boltzlab.estimators.ais.ais`), the same defaults.
     generator : torch.Generator or int, optional
+    **ais_options
+        AIS's options (:func:`boltzlab.estimators.ais.ais`: ``n_chains``, ``n_temperatures``,
+        ``schedule``, ``operator``, ...), with AIS's defaults; the anchor chains use the same
+        ``operator``.
 
     Returns
     -------
@@ -232,21 +226,11 @@ def anchored_ais(
             data=anchor_data,
             n_chains=anchor_chains,
             n_sweeps=anchor_sweeps,
-            operator=operator,
+            operator=ais_options.get("operator", "gibbs"),
             generator=generator,
         )
     )
-    plain = ais(
-        model,
-        n_chains=n_chains,
-        n_temperatures=n_temperatures,
-        schedule=schedule,
-        operator=operator,
-        generator=generator,
-        record_ess=record_ess,
-        decelerate=decelerate,
-        schedule_options=schedule_options,
-    )
+    plain = ais(model, generator=generator, **ais_options)
     info_ais: AISInfo = plain.info
     assert info_ais.final_chains is not None  # AIS always keeps them
     with torch.no_grad():

@@ -105,10 +105,11 @@ def fused_sample(
     global _broken
     # The generator's state is restored if the kernel cannot be built, so that a failed first
     # attempt leaves the same random stream as a run that never tried.
-    state = generator.get_state()
+    variant = (type(operator), repr(operator), logits.dtype, current.dtype)
+    # Saved only until this variant has run once: get_state copies the whole generator state.
+    state = None if variant in _working else generator.get_state()
     keys = counter_keys(generator)
     kernel = _kernel(operator)
-    variant = (type(operator), repr(operator), logits.dtype, current.dtype)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -116,7 +117,7 @@ def fused_sample(
             # once per dtype (shape, stride and layout changes would each recompile).
             new = kernel(logits.reshape(-1), current.reshape(-1), keys).view(logits.shape)
     except Exception as error:
-        if variant in _working:
+        if state is None:
             raise  # it compiled and ran before: this is a run-time error, not a missing compiler
         _broken = f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
         generator.set_state(state)
