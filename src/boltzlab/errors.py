@@ -12,6 +12,7 @@ from typing import Any
 __all__ = [
     "BoltzlabError",
     "DataError",
+    "DistributedError",
     "DivergenceError",
     "ModelFileError",
     "ValidationError",
@@ -28,6 +29,10 @@ class ValidationError(BoltzlabError, ValueError):
 
 class DataError(BoltzlabError, ValueError):
     """A dataset is missing, malformed, or not binary where binary data is required."""
+
+
+class DistributedError(BoltzlabError, RuntimeError):
+    """Processes of one run could not work together: a rank died, timed out or disagreed."""
 
 
 class ModelFileError(BoltzlabError, ValueError):

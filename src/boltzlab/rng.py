@@ -23,12 +23,16 @@ import torch
 from torch import Tensor
 
 __all__ = [
+    "BlockGenerator",
+    "block_seed",
     "centered_uniform",
     "counter_bits",
     "counter_keys",
     "fill_centered_uniform_",
     "get_state",
     "make_generator",
+    "rand",
+    "randint",
     "resolve_generator",
     "sample_bernoulli",
     "set_state",
@@ -60,6 +64,8 @@ def resolve_generator(
     device = torch.device(device)
     if generator is None or isinstance(generator, int):
         return make_generator(generator, device)
+    if isinstance(generator, BlockGenerator):
+        return generator  # type: ignore[return-value]  # duck-types the generator for rng's draws
     if not isinstance(generator, torch.Generator):
         raise TypeError(
             f"generator must be a torch.Generator, an int seed or None, not {type(generator).__name__}"
@@ -140,8 +146,11 @@ def fill_centered_uniform_(buffer: Tensor, *, generator: torch.Generator) -> Ten
     """Fill a buffer from :func:`uniform_buffer` with uniform integers; returns it.
 
     Values are uniform on ``{-2^(b-1), ..., 2^(b-1) - 1}`` with ``2^b = uniform_scale(dtype)``,
-    so ``P(value < uniform_scale·(p − 1/2)) = p``.
+    so ``P(value < uniform_scale·(p − 1/2)) = p``. A :class:`BlockGenerator` fills each
+    block's rows from that block's own stream.
     """
+    if isinstance(generator, BlockGenerator):
+        return generator.fill_centered_uniform_(buffer)
     numel = buffer.numel()
     if buffer.dtype == torch.float64:
         bits = torch.empty((numel + 1) // 2, dtype=torch.int64, device=buffer.device)
@@ -163,6 +172,34 @@ def centered_uniform(
     numel = math.prod(shape)
     buffer = fill_centered_uniform_(uniform_buffer(numel, dtype=dtype, device=device), generator=generator)
     return buffer[:numel].view(shape)
+
+
+def rand(
+    shape: tuple[int, ...], *, generator: torch.Generator, dtype: torch.dtype, device: torch.device | str
+) -> Tensor:
+    """``torch.rand(shape)``, drawn block by block (rows = chains) for a :class:`BlockGenerator`."""
+    if isinstance(generator, BlockGenerator):
+        return torch.cat(
+            [
+                torch.rand((size, *shape[1:]), generator=g, dtype=dtype, device=device)
+                for g, size in zip(generator.generators, generator.rows_of(shape), strict=True)
+            ]
+        )
+    return torch.rand(shape, generator=generator, dtype=dtype, device=device)
+
+
+def randint(
+    high: int, shape: tuple[int, ...], *, generator: torch.Generator, device: torch.device | str
+) -> Tensor:
+    """``torch.randint(high, shape)`` (int64), drawn block by block for a :class:`BlockGenerator`."""
+    if isinstance(generator, BlockGenerator):
+        return torch.cat(
+            [
+                torch.randint(high, (size, *shape[1:]), generator=g, device=device)
+                for g, size in zip(generator.generators, generator.rows_of(shape), strict=True)
+            ]
+        )
+    return torch.randint(high, shape, generator=generator, device=device)
 
 
 def sample_bernoulli(probability: Tensor, *, generator: torch.Generator) -> Tensor:
@@ -218,3 +255,91 @@ def counter_bits(index: Tensor, keys: Tensor) -> Tensor:
 def counter_keys(generator: torch.Generator) -> Tensor:
     """Two fresh 32-bit keys for :func:`counter_bits`, drawn from ``generator``; int64, shape ``(2,)``."""
     return torch.randint(0, 1 << 32, (2,), generator=generator, dtype=torch.int64, device=generator.device)
+
+
+# ----------------------------------------------------------------- per-block streams
+_GOLDEN = 0x9E3779B97F4A7C15
+_MASK64 = (1 << 64) - 1
+
+
+def block_seed(seed: int, block: int) -> int:
+    """A 63-bit seed for chain block ``block`` of a run seeded with ``seed`` (SplitMix64 finaliser).
+
+    Blocks get unrelated streams, and block ``b``'s stream depends on ``(seed, b)`` only, not on
+    how many blocks a process holds (docs/architecture.md, "Scaling out").
+    """
+    z = (int(seed) + (int(block) + 1) * _GOLDEN) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return (z ^ (z >> 31)) >> 1
+
+
+class BlockGenerator:
+    """Several generators, each owning a block of consecutive chains (rows).
+
+    A draw for ``n`` rows (``n = sum(sizes)``) takes block ``b``'s rows from generator ``b``,
+    so a chain's random numbers depend on its block's stream alone: a batch of blocks 0–3 and
+    a batch of blocks 0–7 give blocks 0–3 the same numbers. That is what lets a run sharded
+    over processes by whole blocks reproduce the one-process result (docs/architecture.md,
+    "Scaling out"). Accepted wherever boltzlab's operators and models take a generator: their
+    draws go through :func:`fill_centered_uniform_`. A draw whose first dimension is not the
+    chains (or a direct ``torch.rand(..., generator=...)``) is refused.
+
+    Parameters
+    ----------
+    seed : int
+        The run's seed; block ``b``'s generator is seeded with ``block_seed(seed, b)``.
+    blocks : sequence of int
+        The global indices of the blocks held, in row order.
+    sizes : sequence of int
+        Rows (chains) per held block.
+    device : torch.device or str
+    """
+
+    def __init__(
+        self, seed: int, blocks: list[int] | tuple[int, ...], sizes: list[int] | tuple[int, ...], device="cpu"
+    ) -> None:
+        if len(blocks) != len(sizes) or not blocks:
+            raise ValueError(f"one size per block is needed, got {len(blocks)} blocks and {len(sizes)} sizes")
+        self.seed = int(seed)
+        self.blocks = tuple(int(b) for b in blocks)
+        self.sizes = tuple(int(n) for n in sizes)
+        self.device = torch.device(device)
+        self.generators = tuple(make_generator(block_seed(self.seed, b), self.device) for b in self.blocks)
+
+    @property
+    def rows(self) -> int:
+        return sum(self.sizes)
+
+    def rows_of(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The block sizes, after checking that a draw of ``shape`` has one row per chain."""
+        if not shape or shape[0] != self.rows:
+            raise ValueError(
+                f"a block-generator draw needs its first dimension = {self.rows} chains, got {shape}"
+            )
+        return self.sizes
+
+    def fill_centered_uniform_(self, buffer: Tensor) -> Tensor:
+        numel = buffer.numel()
+        rows = self.rows
+        # uniform_buffer rounds its length up to an even number, so one trailing pad value may
+        # follow the rows. A block drawing L or L + 1 values consumes the same ceil(L/2) 64-bit
+        # words, so the pad never shifts a block's stream.
+        per_row, pad = divmod(numel, rows)
+        if pad > 1:
+            raise ValueError(
+                f"a block-generator draw of {numel} values does not split into {rows} chain rows; "
+                "draws must cover every chain of the batch"
+            )
+        start = 0
+        for generator, size in zip(self.generators, self.sizes, strict=True):
+            length = size * per_row
+            if length:
+                part = uniform_buffer(length, dtype=buffer.dtype, device=buffer.device)
+                fill_centered_uniform_(part, generator=generator)
+                buffer[start : start + length].copy_(part[:length])
+            start += length
+        return buffer
+
+    def __repr__(self) -> str:
+        return f"BlockGenerator(seed={self.seed}, blocks={self.blocks}, sizes={self.sizes}, device={self.device})"

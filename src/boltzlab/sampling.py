@@ -13,6 +13,7 @@ trainers use. Every tempered run carries a verdict (docs/trust.md, "Samplers").
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from boltzlab import distributed
 from boltzlab import operators as operator_registry
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
@@ -415,7 +417,10 @@ def sample(
         ``log_weights`` or the ``gamma`` schedule is given; :func:`wants_adaptation`) first
         learns level weights on a ladder placed from ``low`` (0) to 1 — ``ladder``,
         ``n_levels``, ``level_spacing``, ``adapt_sweeps`` shape it — then samples with them
-        frozen; ``result.info.adaptation`` says what that cost.
+        frozen; ``result.info.adaptation`` says what that cost. For ``"plain"``: ``blocks``
+        cuts the chains into blocks with their own random streams (in a ``torch.distributed``
+        process group, always: each process runs whole blocks; docs/architecture.md,
+        "Scaling out"). The tempering schemes run whole on every process of a group.
 
     Examples
     --------
@@ -446,6 +451,45 @@ def sample(
             **options,
         )
     chains = initial_chains(model, n_chains, init=init, generator=generator)
+    blocks = options.pop("blocks", None)
+    if sampler == "plain" and (blocks is not None or distributed.topology().active):
+        return _sample_plain_sharded(model, op, chains, n_sweeps, generator, blocks, options)
     return _SAMPLERS.get(sampler)(
         model, operator=op, chains=chains, n_sweeps=n_sweeps, generator=generator, **options
+    )
+
+
+def _sample_plain_sharded(
+    model: TemperedModel,
+    operator: Operator,
+    chains: Chains,
+    n_sweeps: int,
+    generator: torch.Generator,
+    blocks: int | None,
+    options: dict[str, Any],
+) -> SampleResult:
+    """The plain sampler with the chains cut into blocks, each with its own random stream; in a
+    process group each process runs whole blocks and the results are gathered in chain order
+    (docs/architecture.md, "Scaling out"). The starting states are drawn alike on every process."""
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
+    distributed.agree(seed, "seed of the chain blocks")
+    part = distributed.shard(chains.n_chains, seed=seed, n_blocks=blocks, device=model.device)
+    local = Chains(
+        layers=tuple(layer[part.start : part.stop] for layer in chains.layers),
+        beta=chains.beta[part.start : part.stop],
+    )
+    result = sample_plain(
+        model, operator=operator, chains=local, n_sweeps=n_sweeps, generator=part.generator, **options
+    )  # type: ignore[arg-type]  # the block generator is accepted wherever rng draws
+    gathered = Chains(
+        layers=tuple(distributed.gather_rows(layer) for layer in result.chains.layers),
+        beta=distributed.gather_rows(result.chains.beta),
+    )
+    samples, energies = result.samples, result.energies
+    flip_rate = result.info.flip_rate * (part.rows / chains.n_chains)
+    return SampleResult(
+        chains=gathered,
+        samples=None if samples is None else distributed.gather_rows(samples, dim=1),
+        energies=None if energies is None else distributed.gather_rows(energies, dim=1),
+        info=dataclasses.replace(result.info, flip_rate=distributed.sum_in_rank_order(flip_rate)),
     )

@@ -17,6 +17,7 @@ __all__ = [
     "as_binary_tensor",
     "as_model_data",
     "as_real_tensor",
+    "check_chains_match",
     "check_nonnegative_int",
     "check_positive_int",
     "check_probability",
@@ -138,3 +139,39 @@ def as_model_data(model: Any, data: Any, name: str) -> Tensor:
     if callable(hook):
         return hook(data, name)
     return as_binary_tensor(data, name, n_units=model.layer_sizes[0], dtype=model.dtype, device=model.device)
+
+
+def check_chains_match(model: Any, chains: Any, *, name: str = "chains", fix: str | None = None) -> None:
+    """``chains`` in the model's dtype and on its device, or one error that names both and the fix.
+
+    ``chains`` is anything with ``layers`` (a tuple of tensors) and ``beta`` (a tensor), e.g.
+    :class:`~boltzlab.chains.Chains`. Chains are never converted silently: a float64 state for a
+    float32 model (states built with numpy, say) is usually a slip, and would otherwise end in
+    torch's "mat1 and mat2 must have the same dtype" deep inside a matrix product. Data, whose
+    0/1 values convert exactly, is converted instead (:func:`as_model_data`).
+
+    Parameters
+    ----------
+    model : TemperedModel
+        Anything with ``dtype`` and ``device``; a model without them is not checked.
+    chains : Chains
+    name : str, default "chains"
+        What the message calls the chains (e.g. ``"start chains"``).
+    fix : str, optional
+        How to fix it; default: convert with ``chains.to(...)`` or make them from the model.
+    """
+    dtype, device = getattr(model, "dtype", None), getattr(model, "device", None)
+    if dtype is None or device is None:
+        return
+    device_type = torch.device(device).type
+    layer_dtypes = {layer.dtype for layer in chains.layers} | {chains.beta.dtype}
+    layer_devices = {layer.device.type for layer in chains.layers} | {chains.beta.device.type}
+    if layer_dtypes == {dtype} and layer_devices == {device_type}:
+        return
+    found = ", ".join(sorted(str(d) for d in layer_dtypes)) + " on " + ", ".join(sorted(layer_devices))
+    if fix is None:
+        fix = (
+            f"convert them with chains.to(dtype={dtype}, device='{device}'), or make them with "
+            "model.init_chains(...) or model.chains_from(data)"
+        )
+    raise ValidationError(f"the {name} are {found} but the model is {dtype} on {device_type}: {fix}")

@@ -7,7 +7,7 @@ readable line from the library's own message.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,8 @@ import click
 import torch
 from torch import nn
 
-from boltzlab import operators
+from boltzlab import data as datasets
+from boltzlab import distributed, operators
 from boltzlab.cli.config import config_option
 from boltzlab.errors import ValidationError
 from boltzlab.io import load_model
@@ -26,14 +27,18 @@ __all__ = [
     "THREADS_KEY",
     "choose_threads",
     "command_options",
+    "data_file_options",
     "describe_model",
     "format_seconds",
     "format_table",
     "image_shape_of",
+    "load_data",
     "load_model_file",
+    "one_process_only",
     "operator_help",
     "operator_params",
     "parse_image_shape",
+    "refuse_data_file_options_without_data",
     "report_written",
 ]
 
@@ -65,6 +70,72 @@ def command_options(function: Callable[..., Any]) -> Callable[..., Any]:
     return config_option(function)
 
 
+# How --data is read; the same flags on every command that takes --data (docs/data.md, "Files").
+DATA_FILE_OPTIONS = ("data_key", "binarize", "pixel_max", "test_fraction", "validation_fraction")
+
+
+def data_file_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``--data-key``, ``--binarize``, ``--pixel-max``, ``--test-fraction``, ``--validation-fraction``.
+
+    The command receives them as keyword arguments named as in :data:`DATA_FILE_OPTIONS` and
+    passes them on with :func:`load_data`.
+    """
+    fraction = click.FloatRange(min=0.0, max=1.0, max_open=True)
+    options = [
+        click.option(
+            "--data-key",
+            metavar="KEY",
+            help="HDF5: the dataset holding the examples (default: x_train, data, or the only 2-D one).",
+        ),
+        click.option(
+            "--binarize",
+            type=click.Choice(("threshold", "stochastic")),
+            help="Binarise grey levels: threshold (>= half of --pixel-max) or stochastic (Bernoulli draws).",
+        ),
+        click.option(
+            "--pixel-max",
+            type=click.FloatRange(min=0.0, min_open=True),
+            metavar="MAX",
+            help="With --binarize: the value meaning fully on (default 255 for integer arrays, 1 otherwise).",
+        ),
+        click.option(
+            "--test-fraction",
+            type=fraction,
+            help="Hold out this share of the training examples as the test split (seed 0: the same every run).",
+        ),
+        click.option(
+            "--validation-fraction",
+            type=fraction,
+            help="Hold out this share of the training examples as the validation split.",
+        ),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def load_data(
+    name_or_path: str, *, root: Path | None, seed: int, options: Mapping[str, Any]
+) -> datasets.Dataset:
+    """``--data`` read by :func:`boltzlab.data.load` with the :func:`data_file_options` given in ``options``.
+
+    Options left at ``None`` are not passed, so a named dataset that does not take one is
+    only refused when the flag was actually given.
+    """
+    given = {name: options[name] for name in DATA_FILE_OPTIONS if options.get(name) is not None}
+    if "pixel_max" in given and "binarize" not in given:
+        raise ValidationError("--pixel-max applies with --binarize threshold|stochastic; pass both")
+    return datasets.load(name_or_path, root=root, generator=seed, **given)
+
+
+def refuse_data_file_options_without_data(options: Mapping[str, Any]) -> None:
+    """For commands where ``--data`` is optional: its reading flags mean nothing without it."""
+    given = [name for name in DATA_FILE_OPTIONS if options.get(name) is not None]
+    if given:
+        flags = ", ".join(f"--{name.replace('_', '-')}" for name in given)
+        raise ValidationError(f"{flags} say(s) how to read --data; pass --data NAME|PATH too")
+
+
 def choose_threads(model: nn.Module) -> None:
     """One torch thread for small models unless ``--threads`` was given (see SMALL_MODEL_WEIGHTS)."""
     n_weights = sum(parameter.numel() for parameter in model.parameters())
@@ -85,9 +156,22 @@ def operator_params(operator: str, alpha: float | None) -> dict[str, Any]:
     return {"alpha": alpha}
 
 
+def one_process_only(command: str) -> None:
+    """Refuse to run ``command`` under torchrun with more than one process (one clear error)."""
+    world = distributed.topology().world_size
+    if world > 1:
+        raise ValidationError(
+            f"'boltzlab {command}' runs in one process, not {world}; under torchrun run train, logz, "
+            'evaluate or sample (docs/architecture.md, "Scaling out")'
+        )
+
+
 def load_model_file(path: str | Path) -> nn.Module:
-    """A model file read by :func:`boltzlab.io.load_model` (which validates everything)."""
-    return load_model(Path(path))
+    """A model file read by :func:`boltzlab.io.load_model` (which validates everything).
+
+    On the CPU, or under torchrun with CUDA on this process's GPU (``distributed.default_device``).
+    """
+    return load_model(Path(path), device=distributed.default_device())
 
 
 def describe_model(model: nn.Module) -> str:

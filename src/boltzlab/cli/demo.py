@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +31,17 @@ from boltzlab.cli.common import (
     command_options,
     format_seconds,
     format_table,
+    one_process_only,
     operator_help,
     operator_params,
     report_written,
 )
+from boltzlab.cli.comparison import disagreement_lines
 from boltzlab.cli.config import recorded_options, write_config
-from boltzlab.cli.train import data_metadata, write_plots
+from boltzlab.cli.evaluate import mean_log_f, row_from_estimate
+from boltzlab.cli.run_files import evaluation_payload, write_evaluation
+from boltzlab.cli.run_outputs import finish_report, write_plots
+from boltzlab.cli.train import data_metadata
 from boltzlab.estimators import estimate_log_z
 from boltzlab.evaluation import log_likelihood
 from boltzlab.models.rbm import RBM
@@ -174,6 +179,24 @@ def _print_report(model: RBM, dataset: datasets.Dataset, measured: list[_Measure
     click.echo("")
 
 
+def _save_estimates(out: Path, model: RBM, dataset: datasets.Dataset, measured: list[_Measured]) -> Path:
+    """``out/evaluation.json``: the log Z table as ``evaluate --out`` saves it, for ``report.html``."""
+    train_log_f, test_log_f = mean_log_f(model, dataset.train), mean_log_f(model, dataset.test)
+    rows = [
+        replace(
+            row_from_estimate(
+                item.estimate, train_log_f=train_log_f, test_log_f=test_log_f, seconds=item.seconds
+            ),
+            method=item.label,
+        )
+        for item in measured
+    ]
+    payload = evaluation_payload(
+        rows, model=str(out / "model.safetensors"), data=dataset.name, disagreements=disagreement_lines(rows)
+    )
+    return write_evaluation(out, payload)
+
+
 @click.command(
     "demo",
     epilog="""\b
@@ -210,6 +233,7 @@ def demo(**options: Any) -> None:
     sweeps, RTS) with their error bars and pairwise agreement, and the train and test log-likelihoods; writes the model,
     metrics, config and PNGs of samples and training curves.
     """
+    one_process_only("demo")
     out: Path = options["out"]
     params = operator_params(options["operator"], options["alpha"])
     dataset = datasets.load("digits")
@@ -271,6 +295,7 @@ def demo(**options: Any) -> None:
         model, options, {"gibbs": gibbs_generator, "flip": flip_generator}, rts_generator
     )
     _print_report(model, dataset, estimates)
+    written.append(_save_estimates(out, model, dataset, estimates))
 
     final = sample(
         model,
@@ -289,4 +314,5 @@ def demo(**options: Any) -> None:
         held_out_label="test",
         title=f"RBM {n_visible}×{n_hidden} on digits, {options['algorithm'].upper()}-1, {options['operator']}",
     )
+    written += finish_report(out, seed=options["seed"])
     report_written(written)

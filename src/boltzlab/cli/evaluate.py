@@ -24,18 +24,19 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import click
 from torch import Tensor, nn
 
-from boltzlab import estimators, operators
+from boltzlab import distributed, estimators, operators
 from boltzlab.cli.common import (
     MAX_EXACT_UNITS,
     choose_threads,
     command_options,
+    data_file_options,
     describe_model,
     format_seconds,
     format_table,
@@ -57,6 +58,7 @@ from boltzlab.cli.logz import (
     run_quietly,
     trajectory_for,
 )
+from boltzlab.cli.run_files import evaluation_payload, write_evaluation
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.budget import matched_options
 from boltzlab.estimators.likelihood import log_unnormalized
@@ -393,7 +395,14 @@ Example:
 @click.option(
     "--data-root", type=click.Path(path_type=Path), metavar="DIR", help="Where to look for dataset files."
 )
+@data_file_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (every row, with diagnostics).")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="RUN_DIR",
+    help="Also save the --json object as RUN_DIR/evaluation.json and rewrite RUN_DIR/report.html with it.",
+)
 @command_options
 def evaluate(
     model_path: Path,
@@ -409,6 +418,8 @@ def evaluate(
     trajectory: Path | None,
     data_root: Path | None,
     as_json: bool,
+    out: Path | None,
+    **data_file: Any,
 ) -> None:
     """Estimate log Z of a saved model with several methods and print the comparison table.
 
@@ -428,7 +439,9 @@ def evaluate(
     if operator is not None or alpha is not None:
         name = operator or "gibbs"
         op = operators.get(name, **operator_params(name, alpha))
-    prepared = prepare_data(model, data_name, root=data_root, seed=seed, n_examples=examples)
+    prepared = prepare_data(
+        model, data_name, root=data_root, seed=seed, n_examples=examples, load_options=data_file
+    )
     echo = (lambda _text: None) if as_json else click.echo
     echo(f"model: {model_path} ({describe_model(model)})")
     raise_note = f"; RAISE uses {prepared.held_out_description}" if "raise" in chosen else ""
@@ -438,11 +451,16 @@ def evaluate(
     rows = evaluate_methods(
         model, chosen, prepared, seed=seed, budget=budget, chains=chains, operator=op, trajectory=trajectory
     )
+    payload = evaluation_payload(
+        rows,
+        model=str(model_path),
+        data=prepared.dataset.name,
+        disagreements=disagreement_lines(rows),
+        sandwich=sandwich_line(rows),
+    )
     if as_json:
-        sandwich = sandwich_line(rows)
-        rows_out = [{**asdict(row), "world_size": 1} for row in rows]
-        summary = {"disagreements": disagreement_lines(rows), "sandwich": sandwich}
-        echo_json({"model": str(model_path), "data": prepared.dataset.name, "rows": rows_out, **summary})
+        _save(out, payload, seed=seed, err=True)  # stderr: stdout is the one JSON object
+        echo_json(payload)
         return
     click.echo(format_rows(rows))
     for row in rows:
@@ -457,3 +475,14 @@ def evaluate(
         click.echo(sandwich)
     if isinstance(model, DBM):
         click.echo(dbm_tables(model, rows, prepared, likelihood_examples=likelihood_examples, seed=seed))
+    _save(out, payload, seed=seed, err=False)
+
+
+def _save(out: Path | None, payload: dict[str, Any], *, seed: int, err: bool) -> None:
+    """``--out``: ``evaluation.json`` and a fresh ``report.html`` in ``out``, saying where (rank 0 only)."""
+    if out is None or not distributed.topology().is_main:
+        return
+    from boltzlab.cli.run_report import write_report
+
+    for path in (write_evaluation(out, payload), write_report(out, seed=seed)):
+        click.echo(f"wrote {path}", err=err)

@@ -3,11 +3,13 @@
 Reads the file through :func:`boltzlab.io.load_model`, which validates everything (so a
 corrupt file is one line), then prints the kind, layer sizes, dtype, base, per-parameter
 statistics, the metadata recorded at training, and exact ``log Z`` by enumeration when the
-smaller layer has at most 25 units.
+smaller layer has at most 25 units. ``--json`` prints the same as one JSON object instead
+(docs/architecture.md, "Command line"), with the file's size, SHA-256 and format version.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -24,9 +26,10 @@ from boltzlab.cli.common import (
     format_table,
     load_model_file,
 )
+from boltzlab.cli.json_output import echo_json
 from boltzlab.errors import BoltzlabError
 from boltzlab.estimators import exact_log_z
-from boltzlab.io import MODEL_KINDS
+from boltzlab.io import MODEL_FORMAT, MODEL_FORMAT_VERSION, MODEL_KINDS
 
 __all__ = ["info"]
 
@@ -51,22 +54,84 @@ def _show(value: Any) -> str:
     return json.dumps(value)
 
 
-def _parameter_rows(model: torch.nn.Module) -> list[list[str]]:
-    rows = []
+_STATISTICS = ("min", "max", "mean", "std", "norm")
+
+
+def _parameter_statistics(model: torch.nn.Module) -> list[dict[str, Any]]:
+    """Per parameter: name, shape, number of values and min/max/mean/std/norm (in float64)."""
+    records = []
     for name, parameter in model.named_parameters():
         values = parameter.detach().to(torch.float64)
-        rows.append(
-            [
-                name,
-                "×".join(map(str, values.shape)),
-                f"{float(values.min()):.4g}",
-                f"{float(values.max()):.4g}",
-                f"{float(values.mean()):.4g}",
-                f"{float(values.std()) if values.numel() > 1 else 0.0:.4g}",
-                f"{float(torch.linalg.vector_norm(values)):.4g}",
-            ]
+        records.append(
+            {
+                "name": name,
+                "shape": list(values.shape),
+                "numel": values.numel(),
+                "min": float(values.min()),
+                "max": float(values.max()),
+                "mean": float(values.mean()),
+                "std": float(values.std()) if values.numel() > 1 else 0.0,
+                "norm": float(torch.linalg.vector_norm(values)),
+            }
         )
-    return rows
+    return records
+
+
+def _parameter_rows(statistics: list[dict[str, Any]]) -> list[list[str]]:
+    return [
+        [record["name"], "×".join(map(str, record["shape"])), *(f"{record[key]:.4g}" for key in _STATISTICS)]
+        for record in statistics
+    ]
+
+
+def _exact(model: torch.nn.Module) -> dict[str, Any]:
+    """Exact log Z when the smaller layer has at most ``MAX_EXACT_UNITS`` units, with its cost,
+    or why it was not computed: ``{"log_z", "units_enumerated", "seconds", "reason"}``."""
+    smaller = min(model.layer_sizes)
+    record: dict[str, Any] = {"log_z": None, "units_enumerated": smaller, "seconds": None, "reason": None}
+    if smaller > MAX_EXACT_UNITS:
+        record["reason"] = f"2^{smaller} states; at most 2^{MAX_EXACT_UNITS}"
+        return record
+    started = time.perf_counter()
+    try:
+        record["log_z"] = exact_log_z(model)
+    except BoltzlabError as error:  # e.g. a kind that has no exact enumeration
+        record["reason"] = str(error)
+    record["seconds"] = time.perf_counter() - started
+    return record
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def info_record(model_path: Path, model: torch.nn.Module, kind: str) -> dict[str, Any]:
+    """The ``--json`` object of ``info`` (every field the text prints, and the file's identity).
+
+    ``format`` and ``format_version`` are those :func:`boltzlab.io.load_model` accepted.
+    """
+    statistics = _parameter_statistics(model)
+    return {
+        "file": str(model_path),
+        "bytes": model_path.stat().st_size,
+        "sha256": _sha256(model_path),
+        "format": MODEL_FORMAT,
+        "format_version": MODEL_FORMAT_VERSION,
+        "kind": kind,
+        "class": type(model).__name__,
+        "layer_sizes": list(model.layer_sizes),
+        "dtype": str(model.dtype).removeprefix("torch."),
+        "base": "base-rate" if getattr(model, "base_fitted", False) else "uniform",
+        "base_fitted": bool(getattr(model, "base_fitted", False)),
+        "n_parameters": sum(record["numel"] for record in statistics),
+        "parameters": statistics,
+        "metadata": getattr(model, "metadata", {}) or {},
+        "exact": _exact(model),
+    }
 
 
 @click.command(
@@ -76,12 +141,21 @@ Example:
   boltzlab info runs/digits/model.safetensors""",
 )
 @click.argument("model_path", metavar="MODEL", type=click.Path(path_type=Path))
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON object (kind, sizes, dtype, parameters, metadata, exact log Z, file checksum) instead.",
+)
 @command_options
-def info(model_path: Path) -> None:
+def info(model_path: Path, as_json: bool) -> None:
     """Describe a model file: kind, shapes, dtype, base, parameters, training metadata, exact log Z."""
     model = load_model_file(model_path)
     choose_threads(model)
     kind = next((name for name, kind in MODEL_KINDS.items() if isinstance(model, kind.model_class)), "?")
+    if as_json:
+        echo_json(info_record(model_path, model, kind))
+        return
     sizes = model.layer_sizes
     click.echo(f"file: {model_path}")
     click.echo(f"kind: {kind} ({type(model).__name__})")
@@ -92,7 +166,7 @@ def info(model_path: Path) -> None:
     else:
         click.echo("base: uniform (never fitted to data; AIS works better after fitting, e.g. logz --data)")
     click.echo("parameters:")
-    click.echo(format_table(["name", "shape", "min", "max", "mean", "std", "norm"], _parameter_rows(model)))
+    click.echo(format_table(["name", "shape", *_STATISTICS], _parameter_rows(_parameter_statistics(model))))
     metadata = _flatten(getattr(model, "metadata", {}) or {})
     if metadata:
         click.echo("metadata:")
@@ -100,15 +174,13 @@ def info(model_path: Path) -> None:
             click.echo(f"  {key}: {_show(value)}")
     smaller = min(sizes)
     if smaller <= MAX_EXACT_UNITS:
-        started = time.perf_counter()
-        try:
-            log_z = exact_log_z(model)
-        except BoltzlabError as error:  # e.g. a kind that has no exact enumeration
-            click.echo(f"exact log Z: not available ({error})")
+        exact = _exact(model)
+        if exact["log_z"] is None:
+            click.echo(f"exact log Z: not available ({exact['reason']})")
         else:
             click.echo(
-                f"exact log Z: {log_z:.6f} (2^{smaller} states enumerated in "
-                f"{format_seconds(time.perf_counter() - started)})"
+                f"exact log Z: {exact['log_z']:.6f} (2^{smaller} states enumerated in "
+                f"{format_seconds(exact['seconds'])})"
             )
     else:
         click.echo(

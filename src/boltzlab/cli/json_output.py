@@ -4,8 +4,8 @@ An estimate becomes ``{"method", "log_z", "stderr", "bias", "cost_sweeps", "seco
 "reliable", "warnings", "lower_bound", "world_size", "diagnostics"}``; ``diagnostics`` holds
 every scalar of the estimator's ``info`` (ESS, chains, operator, round trips, ...) and of its
 nested dataclasses one level down, as ``"parent.field"``. Non-finite numbers become ``null``
-(JSON has no NaN or infinity). ``world_size`` is the number of processes that made the number:
-1 until the library runs under torch.distributed.
+(JSON has no NaN or infinity). ``world_size`` is the number of processes of the run (1 without
+torchrun); which methods share their work between them is in docs/architecture.md, "Scaling out".
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from boltzlab import distributed
 from boltzlab.estimators.result import LogZEstimate
 
 __all__ = ["echo_json", "estimate_diagnostics", "estimate_record", "json_ready"]
@@ -83,7 +84,7 @@ def estimate_record(estimate: LogZEstimate, *, seconds: float | None = None) -> 
             "missing_mass": float(bound.missing_mass),
             "started_from": bound.started_from,
         },
-        "world_size": 1,
+        "world_size": distributed.topology().world_size,
         "diagnostics": estimate_diagnostics(estimate.info),
     }
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,11 +33,14 @@ from boltzlab import estimators, operators
 from boltzlab.cli.common import (
     choose_threads,
     command_options,
+    data_file_options,
     describe_model,
     format_seconds,
+    load_data,
     load_model_file,
     operator_help,
     operator_params,
+    refuse_data_file_options_without_data,
 )
 from boltzlab.cli.json_output import echo_json, estimate_record
 from boltzlab.errors import ValidationError
@@ -139,13 +143,20 @@ class PreparedData:
 
 
 def prepare_data(
-    model: nn.Module, name_or_path: str, *, root: Path | None, seed: int, n_examples: int
+    model: nn.Module,
+    name_or_path: str,
+    *,
+    root: Path | None,
+    seed: int,
+    n_examples: int,
+    load_options: Mapping[str, Any] | None = None,
 ) -> PreparedData:
-    """Load ``--data``, fit the model's base-rate base if it has none, and pick RAISE's examples.
+    """Load ``--data`` (with the ``data_file_options`` in ``load_options``), fit the model's
+    base-rate base if it has none, and pick RAISE's examples.
 
     Says on stderr what it did with the base (kept or fitted).
     """
-    dataset = datasets.load(name_or_path, root=root, generator=seed)
+    dataset = load_data(name_or_path, root=root, seed=seed, options=load_options or {})
     if dataset.n_visible != model.layer_sizes[0]:
         raise ValidationError(
             f"--data {name_or_path!r} has {dataset.n_visible} variables but the model has "
@@ -313,6 +324,7 @@ Example:
 @click.option(
     "--data-root", type=click.Path(path_type=Path), metavar="DIR", help="Where to look for dataset files."
 )
+@data_file_options
 @click.option(
     "--json",
     "as_json",
@@ -344,13 +356,16 @@ def logz(model_path: Path, method: str, seed: int, as_json: bool, **flags: Any) 
             "RAISE anneals back from held-out examples: pass --data NAME|PATH (its test split is used)"
         )
     prepared = None
-    if flags["data"] is not None:
+    if flags["data"] is None:
+        refuse_data_file_options_without_data(flags)
+    else:
         prepared = prepare_data(
             model,
             flags["data"],
             root=flags["data_root"],
             seed=seed,
             n_examples=flags["examples"] or DEFAULT_RAISE_EXAMPLES,
+            load_options=flags,
         )
     if method == "raise" and prepared is not None:
         options["data"] = prepared.held_out

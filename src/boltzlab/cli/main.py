@@ -10,6 +10,7 @@ Warnings print as ``warning: ...`` lines without the source location.
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from typing import IO, Any
@@ -18,11 +19,13 @@ import click
 import torch
 
 import boltzlab
+from boltzlab import distributed
 from boltzlab.cli import (
     demo,
     evaluate,
     info,
     logz,
+    report,
     reproduce,
     sample,
     train,
@@ -148,10 +151,38 @@ cli.add_command(logz.logz)
 cli.add_command(evaluate.evaluate)
 cli.add_command(sample.sample)
 cli.add_command(info.info)
+cli.add_command(report.report)
 # Its subcommands are plugins of the boltzlab-experiments package (boltzlab.cli.reproduce).
 cli.add_command(reproduce.reproduce)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``boltzlab`` script (``pyproject.toml``)."""
-    cli.main(args=argv, prog_name="boltzlab")
+    """Entry point of the ``boltzlab`` script (``pyproject.toml``).
+
+    Under ``torchrun`` every process joins the process group first (docs/architecture.md,
+    "Scaling out"); only rank 0 prints results, progress bars and warnings (errors print on
+    every rank, prefixed with it) and writes files.
+    """
+    try:
+        here = distributed.init_from_environment()
+    except BoltzlabError as error:
+        click.echo(f"error: {_message(error)}", err=True)
+        sys.exit(EXIT_ERROR)
+    if not here.is_main:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115  # for the life of the process
+        os.environ["TQDM_DISABLE"] = "1"
+        warnings.simplefilter("ignore")
+    try:
+        returned = cli.main(args=argv, prog_name="boltzlab", standalone_mode=not here.active)
+    except click.ClickException as error:
+        prefix = f"rank {here.rank}: " if not here.is_main else ""
+        click.echo(f"{prefix}error: {error.format_message()}", err=True)
+        distributed.exit_now(error.exit_code)  # the group may be broken: no clean shutdown
+    except click.Abort:
+        click.echo("aborted", err=True)
+        distributed.exit_now(EXIT_INTERRUPTED)
+    code = returned if isinstance(returned, int) else 0
+    if here.active:
+        distributed.finish(code)  # does not return
+    if code:
+        sys.exit(code)

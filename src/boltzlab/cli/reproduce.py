@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import click
 
+from boltzlab.cli.common import one_process_only
 from boltzlab.errors import BoltzlabError
 
 __all__ = [
@@ -91,3 +92,4 @@ checkout: 'pip install -e experiments' (or 'make install') installs them.""",
 )
 def reproduce() -> None:
     """Re-run a paper's demonstration or study and write its figures, tables and summary."""
+    one_process_only("reproduce")

@@ -19,18 +19,24 @@ the placed ladder's size and hottest level for st, ast and cast.
 (docs/algorithms.md §4.6): its levels are the run's ``trajectory.safetensors`` (beside the
 model file, or ``--trajectory PATH``), and its figure shows swap acceptance per pair of
 snapshots.
+
+``--json`` prints one JSON object on stdout instead of the lines (:func:`sample_record`): the
+files written, the samples' shape, sampler, operator, settings, seed, timing, the verdict and
+the sampler's diagnostics; the progress bar stays on stderr.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import time
 from pathlib import Path
 from typing import Any
 
 import click
 import torch
 
-from boltzlab import operators, sampling
+from boltzlab import distributed, operators, sampling
 from boltzlab.cli.common import (
     choose_threads,
     command_options,
@@ -42,6 +48,7 @@ from boltzlab.cli.common import (
     parse_image_shape,
     report_written,
 )
+from boltzlab.cli.json_output import echo_json, estimate_diagnostics
 from boltzlab.errors import ValidationError
 from boltzlab.operators import Operator
 from boltzlab.rng import make_generator
@@ -52,7 +59,7 @@ from boltzlab.tempering.parallel import ParallelTemperingSummary
 from boltzlab.tempering.ptt_state import TrajectoryTemperingSummary
 from boltzlab.tempering.transitions import TemperedTransitionsSummary
 
-__all__ = ["sample"]
+__all__ = ["sample", "sample_record", "summary_diagnostics"]
 
 # About this many progress-bar steps per run.
 _N_CHUNKS = 50
@@ -113,6 +120,90 @@ def describe_adaptation(adaptation: Any) -> str:
         f"{int(adaptation.round_trips.sum())} round trips, {state}; "
         f"{adaptation.cost_sweeps:,} chain-sweeps incl. a {adaptation.pilot_sweeps:,}-sweep pilot"
     )
+
+
+def summary_diagnostics(summary: Any) -> dict[str, Any]:
+    """A tempered run's summary for ``--json``: its scalars (acceptance rate, round trips,
+    exchanges, ...) and its per-level or per-pair vectors (swap acceptance, occupancy, β, ...),
+    and those of a summary it holds (CAST's ``fast.``), one level down; 2-D histories are left out."""
+    out = estimate_diagnostics(summary)
+    if summary is None or not dataclasses.is_dataclass(summary):
+        return out
+    for field in dataclasses.fields(summary):
+        value = getattr(summary, field.name)
+        if isinstance(value, torch.Tensor) and value.dim() == 1:
+            out[field.name] = value.tolist()
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for inner in dataclasses.fields(value):
+                inner_value = getattr(value, inner.name)
+                if isinstance(inner_value, torch.Tensor) and inner_value.dim() == 1:
+                    out[f"{field.name}.{inner.name}"] = inner_value.tolist()
+    return out
+
+
+def _adaptation_record(adaptation: Any) -> dict[str, Any] | None:
+    """What :func:`describe_adaptation` says, as fields."""
+    if adaptation is None:
+        return None
+    return {
+        "n_levels": adaptation.ladder.betas.numel(),
+        "betas": adaptation.ladder.betas.tolist(),
+        "steps_per_chain": adaptation.n_sweeps,
+        "round_trips": int(adaptation.round_trips.sum()),
+        "converged": bool(adaptation.converged),
+        "cost_sweeps": int(adaptation.cost_sweeps),
+        "pilot_sweeps": int(adaptation.pilot_sweeps),
+    }
+
+
+def sample_record(
+    model_path: Path,
+    settings: dict[str, Any],
+    *,
+    seed: int,
+    sampler: str,
+    operator: Operator,
+    samples: torch.Tensor,
+    written: list[Path],
+    seconds: float,
+    flip_rate: float | None,
+    result: Any = None,
+) -> dict[str, Any]:
+    """The ``--json`` object of ``sample`` (every number the text prints, and the settings).
+
+    ``settings`` are the effective run options (chains, sweeps, keep-every, burn-in, ladder,
+    trajectory, image shape, output file).
+
+    ``result`` is the tempered sampler's :class:`~boltzlab.sampling.SampleResult` (``None``
+    for the plain sampler, which has no verdict of its own and is reported reliable).
+    """
+    summary = None if result is None else result.info.summary
+    return {
+        "model": str(model_path),
+        "written": [str(path) for path in written],
+        "shape": list(samples.shape),
+        "n_chains": samples.shape[1],
+        "n_samples": samples.shape[0],
+        "sampler": sampler,
+        "operator": getattr(operator, "name", type(operator).__name__),
+        "operator_repr": repr(operator),
+        "settings": {
+            key: str(value) if isinstance(value, Path) else value for key, value in settings.items()
+        },
+        "seed": seed,
+        "seconds": seconds,
+        "reliable": True if result is None else bool(result.reliable),
+        "warnings": [] if result is None else list(result.warnings),
+        "flip_rate": flip_rate,
+        "summary": None if summary is None else describe_summary(summary),
+        "diagnostics": summary_diagnostics(summary),
+        "adaptation": None
+        if result is None
+        else _adaptation_record(getattr(result.info, "adaptation", None)),
+        # The verdict's chain-group check (None with too few chains or sweeps to run it).
+        "group_agreement": None if result is None else estimate_diagnostics(result.info.groups) or None,
+        "world_size": distributed.topology().world_size,
+    }
 
 
 def _run_plain(model: Any, options: dict[str, Any], operator: Operator) -> tuple[torch.Tensor, float]:
@@ -208,8 +299,14 @@ Example:
     show_default=True,
     help="PNG file to write.",
 )
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON object (files written, shape, settings, verdict, diagnostics) instead.",
+)
 @command_options
-def sample(model_path: Path, **options: Any) -> None:
+def sample(model_path: Path, as_json: bool, **options: Any) -> None:
     """Draw consecutive samples of a few chains from a saved model as a PNG (rows = chains).
 
     Tempered samplers also write OUT-STEM-temperatures.png: where their chains went on the ladder.
@@ -236,8 +333,10 @@ def sample(model_path: Path, **options: Any) -> None:
     image_shape = image_shape_of(model, parse_image_shape(options["image_shape"]))
     # Built here, so a bad name fails before the progress bar starts.
     operator = operators.get(options["operator"], **operator_params(options["operator"], options["alpha"]))
-    click.echo(f"model: {model_path} ({describe_model(model)})")
-    summary = None
+    echo = (lambda _text: None) if as_json else click.echo
+    echo(f"model: {model_path} ({describe_model(model)})")
+    summary, result = None, None
+    started = time.perf_counter()
     if sampler == "plain":
         samples, flip_rate = _run_plain(model, options, operator)
     else:
@@ -255,7 +354,10 @@ def sample(model_path: Path, **options: Any) -> None:
         samples, flip_rate, summary = result.samples, None, result.info.summary
         adaptation = getattr(result.info, "adaptation", None)
         if adaptation is not None:
-            click.echo(describe_adaptation(adaptation))
+            echo(describe_adaptation(adaptation))
+    seconds = time.perf_counter() - started
+    if not distributed.topology().is_main:
+        return  # under torchrun, rank 0 alone draws and writes
     if samples is None:
         raise ValidationError(f"the {options['sampler']} sampler kept no samples; check --keep-every")
     title = (
@@ -272,6 +374,32 @@ def sample(model_path: Path, **options: Any) -> None:
             summary, title=f"{sampler} sampler, {options['operator']} sweeps, {options['sweeps']} steps"
         )
         written.append(save_figure(temperatures, out.with_name(f"{out.stem}-temperatures.png")))
+    if as_json:
+        echo_json(
+            sample_record(
+                model_path,
+                {
+                    **{
+                        key: options[key]
+                        for key in ("chains", "sweeps", "keep_every", "burn_in", "levels", "low")
+                    },
+                    "alpha": options["alpha"],
+                    "trajectory": scheme_options.get("trajectory"),
+                    "image_shape": None if image_shape is None else list(image_shape),
+                    "out": options["out"],
+                },
+                seed=options["seed"],
+                sampler=sampler,
+                operator=operator,
+                samples=samples,
+                written=written,
+                seconds=seconds,
+                flip_rate=flip_rate,
+                result=result,
+            )
+        )
+        return
+    if summary is not None:
         click.echo(f"{sampler}: {describe_summary(summary)}")
         if result.reliable:
             click.echo("verdict: reliable (no diagnostic found a problem)")

@@ -34,15 +34,25 @@ from click.core import ParameterSource
 
 import boltzlab
 from boltzlab import data as datasets
+from boltzlab import distributed
 from boltzlab.cli.common import (
     choose_threads,
     command_options,
+    data_file_options,
     format_seconds,
+    load_data,
     operator_help,
     operator_params,
     report_written,
 )
 from boltzlab.cli.config import recorded_options, write_config
+from boltzlab.cli.run_outputs import (
+    TENSORBOARD_HELP,
+    finish_report,
+    tensorboard_callbacks,
+    tensorboard_dir,
+    write_plots,
+)
 from boltzlab.errors import ValidationError
 from boltzlab.models.dbm import DBM
 from boltzlab.models.rbm import RBM
@@ -57,8 +67,7 @@ __all__ = ["train"]
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 # Options that say where and whether to continue, not what the run is: left out of config.toml.
-_NOT_RECORDED = ("out", "resume")
-_N_SHOWN_SAMPLES = 64
+_NOT_RECORDED = ("out", "resume", "tensorboard")
 # Which algorithms use each algorithm option: flag name → (algorithm_params key, algorithms).
 _ALGORITHM_OPTIONS = {
     "levels": ("n_levels", ("pt", "ast", "cast", "trans-sap")),
@@ -207,35 +216,6 @@ def data_metadata(dataset: datasets.Dataset) -> dict[str, Any]:
     }
 
 
-def write_plots(
-    result: boltzlab.TrainResult,
-    dataset: datasets.Dataset,
-    plots: Path,
-    *,
-    samples: Any,
-    samples_title: str,
-    held_out_label: str,
-    title: str,
-) -> list[Path]:
-    """``plots/training.png`` and ``plots/samples.png``; returns the paths written."""
-    from boltzlab.plotting import samples_figure, save_figure, training_figure
-
-    written = [
-        save_figure(
-            training_figure(result, validation_label=held_out_label, title=title), plots / "training.png"
-        )
-    ]
-    if samples is not None:
-        figure = samples_figure(
-            samples[:_N_SHOWN_SAMPLES].cpu(),
-            data=dataset.train[:_N_SHOWN_SAMPLES],
-            image_shape=dataset.image_shape,
-            title=samples_title,
-        )
-        written.append(save_figure(figure, plots / "samples.png"))
-    return written
-
-
 def last_metrics(result: boltzlab.TrainResult) -> str:
     """The newest value of each metric in the history, e.g. ``train log-lik -18.2``."""
     shown = []
@@ -261,6 +241,8 @@ Example:
   boltzlab train --config runs/digits/config.toml --updates 2000 --resume --out runs/digits
   boltzlab train --data digits --hidden 16 --algorithm cast --levels 10 --lag 20 --operator flip \\
       --updates 500 --out runs/digits-cast
+  boltzlab train --data pixels.csv --binarize threshold --pixel-max 255 --validation-fraction 0.1 \\
+      --hidden 64 --out runs/pixels
   boltzlab train --model dbm --layers 784,500,1000 --algorithm cast --data mnist \\
       --learning-rate 0.005 --lr-schedule inverse --pretrain --updates 20000 --out runs/mnist-dbm""",
 )
@@ -356,6 +338,9 @@ Example:
 )
 @click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in RUN_DIR/checkpoints.")
 @click.option(
+    "--chain-blocks", type=click.IntRange(min=1), help="torchrun: chain blocks (default 1 per process)."
+)
+@click.option(
     "--snapshots",
     type=click.IntRange(min=0),
     default=DEFAULT_MAX_SNAPSHOTS,
@@ -374,8 +359,9 @@ Example:
 @click.option(
     "--data-root", type=click.Path(path_type=Path), metavar="DIR", help="Where to look for dataset files."
 )
-@click.option("--binarize", help="Binarise grey-level data files: threshold or stochastic.")
+@data_file_options
 @click.option("--dtype", type=click.Choice(sorted(_DTYPES)), default="float32", show_default=True)
+@click.option("--tensorboard", is_flag=False, flag_value="", metavar="[DIR]", help=TENSORBOARD_HELP)
 @command_options
 def train(**options: Any) -> None:
     """Train an RBM or a DBM on a dataset; write config, metrics, checkpoints, model and plots to RUN_DIR."""
@@ -392,10 +378,7 @@ def train(**options: Any) -> None:
         )
     params = operator_params(options["operator"], options["alpha"])
     phase_params = algorithm_params(options["algorithm"], options)
-    load_options = {} if options["binarize"] is None else {"binarize": options["binarize"]}
-    dataset = datasets.load(
-        options["data"], root=options["data_root"], generator=options["seed"], **load_options
-    )
+    dataset = load_data(options["data"], root=options["data_root"], seed=options["seed"], options=options)
     held_out, held_out_label = _held_out(dataset)
 
     model_generator, train_generator = spawn(make_generator(options["seed"]), 2)
@@ -419,11 +402,15 @@ def train(**options: Any) -> None:
 
     # A fresh run records its options first, so even a killed run keeps them; a resumed run
     # only once it has succeeded, so a refused resume leaves the old record alone.
-    written = [] if latest is not None else [record_config()]
+    main = distributed.topology().is_main  # under torchrun, rank 0 alone writes
+    written = [] if latest is not None or not main else [record_config()]
     click.echo(
         f"training {shape} on {dataset.name} "
         f"({dataset.train.shape[0]} examples) with {options['algorithm']}-{options['k']} "
         f"and the {options['operator']} operator; writing to {out}/"
+    )
+    logger = tensorboard_callbacks(
+        options["tensorboard"] if main else None, out, image_shape=dataset.image_shape, seed=options["seed"]
     )
     started = time.perf_counter()
     result = train_model(
@@ -446,7 +433,7 @@ def train(**options: Any) -> None:
         validation_data=held_out,
         track_exact_every=options["track_exact_every"],
         log_every=options["log_every"],
-        callbacks=bound_callbacks(model, options["track_bound_every"]),
+        callbacks=bound_callbacks(model, options["track_bound_every"]) + logger,
         metrics_path=out / "metrics.csv",
         checkpoint_dir=checkpoints,
         checkpoint_every=options["checkpoint_every"],
@@ -454,7 +441,10 @@ def train(**options: Any) -> None:
         progress=True,
         snapshots=options["snapshots"],
         snapshot_dir=out,
+        chain_blocks=options["chain_blocks"],
     )
+    if not main:
+        return
     elapsed = time.perf_counter() - started
     if latest is not None:
         written.append(record_config())
@@ -481,4 +471,7 @@ def train(**options: Any) -> None:
         title=f"{shape} on {dataset.name}, {options['algorithm']}-{options['k']}, {options['operator']}",
     )
     click.echo(f"trained to update {result.n_updates} in {format_seconds(elapsed)}: {last_metrics(result)}")
+    if logger:
+        written.append(tensorboard_dir(options["tensorboard"], out))
+    written += finish_report(out, seed=options["seed"])
     report_written(written)

@@ -8,9 +8,13 @@
 See :func:`load` for the names, options and where files are looked for.
 """
 
+from boltzlab.data.hdf5_files import read_hdf5
+from boltzlab.data.npy_files import read_npy
 from boltzlab.data.readers import binarize, read_idx, read_npz, read_svmlight
 from boltzlab.data.registry import Dataset, available, load
+from boltzlab.data.splits import carve_splits
 from boltzlab.data.synthetic import artificial_mode_patterns, artificial_modes, bars_and_stripes
+from boltzlab.data.text_files import read_text
 
 __all__ = [
     "Dataset",
@@ -19,8 +23,12 @@ __all__ = [
     "available",
     "bars_and_stripes",
     "binarize",
+    "carve_splits",
     "load",
+    "read_hdf5",
     "read_idx",
+    "read_npy",
     "read_npz",
     "read_svmlight",
+    "read_text",
 ]

@@ -1,4 +1,4 @@
-"""Reading a dataset from a file path, its format guessed from the file name."""
+"""Reading a dataset from a file path, its format guessed from the file name (docs/data.md, "Files")."""
 
 from __future__ import annotations
 
@@ -9,24 +9,37 @@ import numpy as np
 
 from boltzlab.data import readers
 from boltzlab.data.dataset import Dataset, from_arrays
+from boltzlab.data.hdf5_files import read_hdf5
+from boltzlab.data.npy_files import read_npy
+from boltzlab.data.text_files import looks_like_svmlight, read_text, require_binary_text
 from boltzlab.errors import DataError, ValidationError
 
 __all__ = ["FORMATS", "guess_format", "load_path"]
 
-FORMATS = ("npz", "idx", "svmlight")
+FORMATS = ("npz", "npy", "idx", "svmlight", "text", "hdf5")
 
 
 def guess_format(path: Path) -> str:
+    """The format of ``path`` from its name; a ``.txt`` file is svmlight if its lines hold ``index:value``."""
     name = path.name.lower().removesuffix(".gz")
     if name.endswith(".npz"):
         return "npz"
+    if name.endswith(".npy"):
+        return "npy"
     if name.endswith("-ubyte") or ".idx" in name:
         return "idx"
-    if name.endswith((".svm", ".libsvm", ".svmlight", ".txt")):
+    if name.endswith((".h5", ".hdf5", ".he5")):
+        return "hdf5"
+    if name.endswith((".svm", ".libsvm", ".svmlight")):
         return "svmlight"
+    if name.endswith((".csv", ".tsv")):
+        return "text"
+    if name.endswith(".txt"):
+        return "svmlight" if looks_like_svmlight(path) else "text"
     raise DataError(
-        f"{path}: cannot tell the format from the file name; expected .npz, an IDX name (*-ubyte, *.idx*, "
-        f"optionally .gz) or a svmlight name (.svm, .libsvm, .svmlight, .txt); pass format= one of {', '.join(FORMATS)}"
+        f"{path}: cannot tell the format from the file name; expected .npz, .npy, .csv, .tsv, .txt, .h5, .hdf5, "
+        f"an IDX name (*-ubyte, *.idx*) or a svmlight name (.svm, .libsvm, .svmlight), optionally .gz; "
+        f"pass format= one of {', '.join(FORMATS)}"
     )
 
 
@@ -39,6 +52,7 @@ def load_path(
     binarize: str | None = None,
     pixel_max: float | None = None,
     n_features: int | None = None,
+    data_key: str | None = None,
 ) -> Dataset:
     if path.is_dir():
         raise DataError(f"{path}: is a folder; pass a file, or a dataset name with root={str(path)!r}")
@@ -47,10 +61,30 @@ def load_path(
         raise ValidationError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
     if n_features is not None and file_format != "svmlight":
         raise ValidationError(f"n_features applies to svmlight files only, not {file_format} ({path})")
+    if data_key is not None and file_format != "hdf5":
+        raise ValidationError(f"data_key (--data-key) applies to HDF5 files only, not {file_format} ({path})")
+    if pixel_max is not None and binarize is None:
+        raise ValidationError(
+            "pixel_max (--pixel-max) applies only with binarize= 'threshold' or 'stochastic' (--binarize)"
+        )
     name = path.name.removesuffix(".gz")
     conversion = {"binarize_method": binarize, "pixel_max": pixel_max, "generator": generator}
-    if file_format == "npz":
-        arrays = readers.read_npz(path)
+    if file_format in ("npz", "hdf5"):
+        arrays = readers.read_npz(path) if file_format == "npz" else read_hdf5(path, data_key=data_key)
+        return from_arrays(
+            name, arrays, sources=dict.fromkeys(arrays, str(path)), source=str(path), **conversion
+        )
+    if file_format == "npy":
+        return from_arrays(
+            name, {"x_train": read_npy(path)}, sources={"x_train": str(path)}, source=str(path), **conversion
+        )
+    if file_format == "text":
+        contents = read_text(path)
+        if binarize is None:
+            require_binary_text(path, contents)
+        arrays = {"x_train": contents.inputs}
+        if contents.labels is not None:
+            arrays["y_train"] = contents.labels
         return from_arrays(
             name, arrays, sources=dict.fromkeys(arrays, str(path)), source=str(path), **conversion
         )

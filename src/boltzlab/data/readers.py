@@ -42,6 +42,7 @@ __all__ = [
     "read_idx",
     "read_npz",
     "read_svmlight",
+    "require_nonempty_file",
 ]
 
 # IDX type codes (third byte of the magic number) and the big-endian dtype each one means.
@@ -144,7 +145,7 @@ def read_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
         The file is missing, empty, not a NumPy zip archive, or holds object arrays.
     """
     path = Path(path)
-    _require_nonempty_file(path, "a .npz archive")
+    require_nonempty_file(path, "a .npz archive")
     try:
         archive = np.load(path, allow_pickle=False)
         if isinstance(archive, np.ndarray):
@@ -184,7 +185,7 @@ def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
         header or payload, or bytes after the payload.
     """
     path = Path(path)
-    _require_nonempty_file(path, "an IDX file")
+    require_nonempty_file(path, "an IDX file")
     raw = path.read_bytes()
     if raw[:2] == _GZIP_MAGIC:
         try:
@@ -258,7 +259,7 @@ def read_svmlight(path: str | os.PathLike[str], *, n_features: int | None = None
     from sklearn.datasets import load_svmlight_file
 
     path = Path(path)
-    _require_nonempty_file(path, "a svmlight/libsvm file")
+    require_nonempty_file(path, "a svmlight/libsvm file")
     try:
         sparse_inputs, targets = load_svmlight_file(str(path), n_features=n_features, dtype=np.float64)
     except (ValueError, OSError, UnicodeDecodeError) as error:
@@ -335,7 +336,7 @@ def as_binary_matrix(
     if lowest < 0 or highest > pixel_max:
         raise DataError(
             f"{source}: {key} has values from {lowest:g} to {highest:g}, outside [0, {pixel_max:g}]; "
-            "pass pixel_max= the value meaning 'fully on'"
+            "pass pixel_max= (--pixel-max) the value meaning 'fully on'"
         )
     scaled = torch.from_numpy(matrix.astype(np.float32)).div_(float(pixel_max))
     return binarize(scaled, generator=generator, stochastic=binarize_method == "stochastic")
@@ -391,12 +392,13 @@ def _require_binary(matrix: np.ndarray, *, source: str, key: str) -> None:
     raise DataError(
         f"{source}: {key} must be binary (0/1) but holds other values, e.g. {matrix[row, column]:g} at "
         f"row {row}, column {column} (range {float(matrix.min()):g} to {float(matrix.max()):g}); "
-        "for grey levels pass binarize='threshold' or 'stochastic' (and pixel_max=), "
-        "or binarise the data first with boltzlab.data.binarize"
+        "for grey levels pass binarize='threshold' or 'stochastic' and pixel_max= (command line: "
+        "--binarize threshold|stochastic --pixel-max MAX), or binarise the data first with boltzlab.data.binarize"
     )
 
 
-def _require_nonempty_file(path: Path, what: str) -> None:
+def require_nonempty_file(path: Path, what: str) -> None:
+    """Refuse a missing path, a folder or an empty file, saying what was expected."""
     if not path.exists():
         raise DataError(f"{path}: no such file; expected {what}")
     if not path.is_file():

@@ -36,6 +36,7 @@ from boltzlab.data.generated import (
 from boltzlab.data.locate import ENVIRONMENT_VARIABLE, STANDARD_LOCATIONS
 from boltzlab.data.mnist import load_mnist_family
 from boltzlab.data.npz_datasets import NPZ_DATASETS, npz_loader
+from boltzlab.data.splits import DEFAULT_SPLIT_SEED, carve_splits
 from boltzlab.errors import DataError, ValidationError
 
 # DIGITS_SPLIT_SEED, ENVIRONMENT_VARIABLE, STANDARD_LOCATIONS and Dataset are re-exported:
@@ -53,6 +54,9 @@ def load(
     *,
     root: str | os.PathLike[str] | None = None,
     generator: torch.Generator | int | None = None,
+    test_fraction: float | None = None,
+    validation_fraction: float | None = None,
+    split_seed: int = DEFAULT_SPLIT_SEED,
     **options: Any,
 ) -> Dataset:
     """Load a named dataset or a file as a binary :class:`Dataset` (float32 0/1, on the CPU).
@@ -81,11 +85,17 @@ def load(
           ``"caltech101-silhouettes"``, ``"binary-alphadigits"``: the shared ``.npz`` files
           (``nade_dna.npz``, ...) with their train/valid/test splits.
 
-        A path is read by its name: ``.npz``; IDX (``*-ubyte``, ``*.idx*``, optionally
-        ``.gz``; a matching ``*labels*`` file beside an images file supplies labels);
-        svmlight (``.svm``, ``.libsvm``, ``.svmlight``, ``.txt``). Options ``format``
-        (``"npz"``, ``"idx"``, ``"svmlight"``) overrides the guess, ``binarize`` and
-        ``pixel_max`` binarise grey levels (otherwise values must be exactly 0/1), and
+        A path is read by its name (docs/data.md, "Files"): ``.npz``; ``.npy`` (a 2-D array,
+        or 3-D images); delimited text ``.csv``, ``.tsv``, ``.txt`` (delimiter and header
+        detected, a ``label``/``y``/``target`` column becomes labels; optionally ``.gz``);
+        HDF5 ``.h5``, ``.hdf5`` (needs h5py: ``pip install 'boltzlab[hdf5]'``; option
+        ``data_key`` names the dataset); IDX (``*-ubyte``, ``*.idx*``, optionally ``.gz``; a
+        matching ``*labels*`` file beside an images file supplies labels); svmlight (``.svm``,
+        ``.libsvm``, ``.svmlight``, and ``.txt`` whose lines hold ``index:value``). Options
+        ``format`` (``"npz"``, ``"npy"``, ``"idx"``, ``"svmlight"``, ``"text"``, ``"hdf5"``)
+        overrides the guess, ``binarize`` (``"threshold"`` or ``"stochastic"``) and
+        ``pixel_max`` (the value meaning fully on; default 255 for integer arrays, 1 for
+        floats and text) binarise grey levels (otherwise values must be exactly 0/1), and
         ``n_features`` is passed to the svmlight reader. A name wins over a file of the same
         name in the working directory.
     root : str or path-like, optional
@@ -96,6 +106,13 @@ def load(
         names), then :data:`STANDARD_LOCATIONS`. Ignored by generated datasets.
     generator : torch.Generator or int, optional
         Randomness for generated datasets and stochastic binarisation; ignored otherwise.
+    test_fraction, validation_fraction : float in [0, 1), optional
+        Move this share of the training examples to a test / validation split (for sources
+        without one), picked by a permutation drawn from ``split_seed`` (default 0), not from
+        ``generator``, so every run and command holds out the same examples; see
+        :func:`boltzlab.data.splits.carve_splits`.
+    split_seed : int, default 0
+        Seed of that permutation.
     **options
         Dataset options listed above; an unknown option is refused.
 
@@ -135,8 +152,17 @@ def load(
             f"unknown option(s) {', '.join(unknown)} for {key!r}; accepted: {', '.join(accepted) or 'none'}"
         )
     if path is not None:
-        return load_path(path, root=root, generator=generator, **options)
-    return loader(root=root, generator=generator, **options)
+        dataset = load_path(path, root=root, generator=generator, **options)
+    else:
+        dataset = loader(root=root, generator=generator, **options)
+    if test_fraction or validation_fraction:
+        dataset = carve_splits(
+            dataset,
+            test_fraction=test_fraction,
+            validation_fraction=validation_fraction,
+            split_seed=split_seed,
+        )
+    return dataset
 
 
 _LOADERS: dict[str, Callable[..., Dataset]] = {

@@ -40,7 +40,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from boltzlab import operators
+from boltzlab import distributed, operators
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.adaptive_schedules import ScheduleInfo, resolve_schedule
@@ -55,7 +55,7 @@ from boltzlab.estimators.annealing import (
 from boltzlab.estimators.registry import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.models.base import TemperedModel
-from boltzlab.numerics import ess, log_ess, log_mean_exp, log_mean_exp_stderr
+from boltzlab.numerics import ess, log_mean_exp, log_mean_exp_stderr
 from boltzlab.operators.base import Operator
 from boltzlab.rng import resolve_generator
 from boltzlab.validation import check_positive_int
@@ -184,6 +184,7 @@ def ais(
     record_ess: bool = True,
     decelerate: float | None = None,
     schedule_options: Mapping[str, Any] | None = None,
+    blocks: int | None = None,
     **unknown: Any,
 ) -> LogZEstimate:
     """Estimate ``log Z`` by annealed importance sampling from the model's base.
@@ -218,6 +219,12 @@ def ais(
     schedule_options : mapping, optional
         Options of an adaptive schedule, e.g. ``{"pilot_chains": 200, "pilot_temperatures": 500}``
         for ``"varopt"`` (see ``adaptive_schedules.varopt`` and ``gms13``).
+    blocks : int, optional
+        Cut the chains into this many blocks, each with its own random stream derived from
+        ``generator``, and, in a ``torch.distributed`` process group (``torchrun``), give each
+        process whole blocks and gather the weights (docs/architecture.md, "Scaling out"). The
+        log-weights then depend on the seed and ``blocks`` only, not on the number of processes.
+        Default: blocks only in a process group (``max(8, world_size)`` of them).
 
     Returns
     -------
@@ -245,7 +252,7 @@ def ais(
     if unknown:
         raise ValidationError(
             f"unknown AIS option(s) {', '.join(sorted(unknown))}; AIS takes n_chains, n_temperatures, "
-            "schedule, operator, generator, record_ess, decelerate, schedule_options"
+            "schedule, operator, generator, record_ess, decelerate, schedule_options, blocks"
         )
     n_chains = check_positive_int(n_chains, "n_chains")
     start = start_annealing(
@@ -260,16 +267,22 @@ def ais(
     schedule_info = start.schedule_info
     betas = schedule_info.betas
 
-    log_weights, log_ess_trace, final_chains = _anneal(
-        model,
-        start.transition,
-        betas,
-        n_chains=n_chains,
-        generator=start.generator,
-        record_ess=record_ess,
-        refresh_summed=start.refresh,
-    )
+    if blocks is None and not distributed.topology().active:
+        log_weights, sums, final_chains = _anneal(
+            model,
+            start.transition,
+            betas,
+            n_chains=n_chains,
+            generator=start.generator,
+            record_ess=record_ess,
+            refresh_summed=start.refresh,
+        )
+    else:
+        log_weights, sums, final_chains = _anneal_sharded(
+            model, start, betas, n_chains=n_chains, blocks=blocks, record_ess=record_ess
+        )
     check_finite_log_weights(log_weights)
+    log_ess_trace = None if sums is None else 2.0 * sums[:, 0] - sums[:, 1]
 
     info = AISInfo(
         log_weights=log_weights,
@@ -301,8 +314,9 @@ def _anneal(
     record_ess: bool,
     refresh_summed: bool,
 ) -> tuple[Tensor, Tensor | None, Chains]:
-    """The AIS loop; returns the final log-weights and the log-ESS trace, both on the CPU, and
-    the final chains.
+    """The AIS loop; returns the final log-weights and, per temperature, ``logsumexp`` of the
+    running ``log w`` and of ``2·log w`` (shape ``(K, 2)``: ``log ESS = 2·s₁ − s₂``, and sums
+    of several runs combine by ``logsumexp``), both on the CPU, and the final chains.
 
     Nothing here reads a value back to the host, so on a GPU the temperatures are queued
     without waiting; the βs are host floats computed once.
@@ -321,7 +335,7 @@ def _anneal(
         # loop on small models, one copy is not.
         block = max(1, min(256, _SNAPSHOT_ELEMENTS // n_chains))
         snapshots = torch.empty(block, n_chains, dtype=torch.float64, device=model.device)
-        trace = torch.empty(n_increments, dtype=torch.float64, device=model.device)
+        trace = torch.empty(n_increments, 2, dtype=torch.float64, device=model.device)
 
     for k in range(1, n_increments + 1):
         terms = model.marginal_terms(chains.layers)
@@ -330,7 +344,9 @@ def _anneal(
             row = (k - 1) % snapshots.shape[0]
             snapshots[row].copy_(log_weights)
             if row == snapshots.shape[0] - 1 or k == n_increments:
-                trace[k - row - 1 : k] = log_ess(snapshots[: row + 1].t())
+                filled = snapshots[: row + 1]
+                trace[k - row - 1 : k, 0] = torch.logsumexp(filled, 1)
+                trace[k - row - 1 : k, 1] = torch.logsumexp(2.0 * filled, 1)
         if k < n_increments:
             chains = chains.with_beta(betas_on_device[k])
             if refresh_summed:
@@ -338,3 +354,40 @@ def _anneal(
             chains, _ = transition.step(model, chains, generator=generator, terms=terms)
 
     return log_weights.cpu(), None if trace is None else trace.cpu(), chains
+
+
+def _anneal_sharded(
+    model: TemperedModel,
+    start: AnnealingStart,
+    betas: Tensor,
+    *,
+    n_chains: int,
+    blocks: int | None,
+    record_ess: bool,
+) -> tuple[Tensor, Tensor | None, Chains]:
+    """:func:`_anneal` on this process's blocks of chains, the results gathered from every process.
+
+    The block streams are seeded from one draw of the run's generator (after any adaptive
+    schedule, which every process measures alike from the same seed); the processes check
+    that they agree on it. Weights and final chains are concatenated in block order; the ESS
+    sums are combined by ``logsumexp`` in rank order.
+    """
+    seed = int(torch.randint(0, 2**62, (1,), generator=start.generator, device=start.generator.device))
+    distributed.agree(seed, "seed of the chain blocks")
+    part = distributed.shard(n_chains, seed=seed, n_blocks=blocks, device=model.device)
+    assert part.generator is not None  # shard() gives every rank at least one block
+    log_weights, sums, chains = _anneal(
+        model,
+        start.transition,
+        betas,
+        n_chains=part.rows,
+        generator=part.generator,  # type: ignore[arg-type]  # draws go through boltzlab.rng
+        record_ess=record_ess,
+        refresh_summed=start.refresh,
+    )
+    log_weights = distributed.gather_rows(log_weights, what="gathering the AIS weights")
+    if sums is not None:
+        sums = torch.logsumexp(torch.stack(distributed.all_gather(sums, what="gathering the ESS trace")), 0)
+    gathered = [distributed.gather_rows(layer, what="gathering the final chains") for layer in chains.layers]
+    beta = distributed.gather_rows(chains.beta, what="gathering the final chains")
+    return log_weights, sums, Chains(layers=tuple(gathered), beta=beta)

@@ -50,7 +50,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from boltzlab import operators
+from boltzlab import distributed, operators
 from boltzlab.errors import DivergenceError, ValidationError
 from boltzlab.estimators.exact import exact_log_z
 from boltzlab.estimators.schedules import get_schedule
@@ -265,6 +265,7 @@ def estimate_log_likelihood(
     n_mean_field_updates: int = 10,
     generator: torch.Generator | int | None = None,
     chains_per_batch: int = 20_000,
+    blocks: int | None = None,
 ) -> DBMLikelihoodEstimate:
     """Estimate ``log p(v)`` of each row of ``data`` by AIS with ``v`` clamped (module docstring).
 
@@ -290,6 +291,11 @@ def estimate_log_likelihood(
     chains_per_batch : int, default 20,000
         Runs swept together (memory); examples are processed in batches of
         ``max(1, chains_per_batch // n_chains)``. The random stream depends on it.
+    blocks : int, optional
+        Cut the examples into this many blocks with their own random streams; in a
+        ``torch.distributed`` process group each process anneals whole blocks and the weights
+        are gathered, so the result does not depend on the number of processes
+        (docs/architecture.md, "Scaling out"). Default: blocks only in a process group.
 
     Returns
     -------
@@ -330,18 +336,23 @@ def estimate_log_likelihood(
 
     beta_values = betas.tolist()
     examples_per_batch = max(1, chains_per_batch // n_chains)
+    sharded = blocks is not None or distributed.topology().active
+    streams = distributed.example_streams(v, generator, blocks) if sharded else [(v, generator)]
     all_weights = []
     with torch.no_grad():
-        for batch in torch.split(v, examples_per_batch):
-            base = _base_logits(dbm, batch, base_mixing, n_mean_field_updates)
-            annealer = _ClampedAnnealer(
-                dbm,
-                batch.repeat_interleave(n_chains, 0),
-                [logits.repeat_interleave(n_chains, 0) for logits in base],
-            )
-            weights = annealer.run(beta_values, transition, refresh, generator)
-            all_weights.append(weights.view(batch.shape[0], n_chains))
+        for examples, stream in streams:
+            for batch in torch.split(examples, examples_per_batch):
+                base = _base_logits(dbm, batch, base_mixing, n_mean_field_updates)
+                annealer = _ClampedAnnealer(
+                    dbm,
+                    batch.repeat_interleave(n_chains, 0),
+                    [logits.repeat_interleave(n_chains, 0) for logits in base],
+                )
+                weights = annealer.run(beta_values, transition, refresh, stream)
+                all_weights.append(weights.view(batch.shape[0], n_chains))
         log_weights = torch.cat(all_weights)
+        if sharded:
+            log_weights = distributed.gather_rows(log_weights, what="gathering the per-example weights")
         # The visible bias term of −E is constant given v: added once, exactly.
         log_weights = log_weights + (v.to(torch.float64) @ dbm.biases[0].detach().to(torch.float64))[:, None]
     log_weights = log_weights.cpu()

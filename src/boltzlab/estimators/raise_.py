@@ -49,6 +49,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from boltzlab import distributed
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.adaptive_schedules import ScheduleInfo
@@ -130,6 +131,7 @@ def raise_log_likelihood(
     decelerate: float | None = None,
     schedule_options: Mapping[str, Any] | None = None,
     chains_per_batch: int = 16_384,
+    blocks: int | None = None,
 ) -> RAISEResult:
     """Estimate ``log p(v)`` of each example by reverse annealing from it (Burda et al. 2015).
 
@@ -157,6 +159,12 @@ def raise_log_likelihood(
     chains_per_batch : int, default 16384
         Examples are annealed in batches of about this many chains (memory; results do not
         depend on it beyond the order in which random numbers are drawn).
+    blocks : int, optional
+        Cut the examples into this many blocks, each annealed with its own random stream
+        derived from ``generator``; in a ``torch.distributed`` process group each process
+        takes whole blocks and the weights are gathered, so the result does not depend on the
+        number of processes (docs/architecture.md, "Scaling out"). Default: blocks only in a
+        process group (``min(n_examples, max(8, world_size))``).
 
     Returns
     -------
@@ -193,6 +201,10 @@ def raise_log_likelihood(
     schedule_info = start.schedule_info
 
     examples_per_batch = max(1, chains_per_batch // n_chains)
+    sharded = blocks is not None or distributed.topology().active
+    streams = (
+        distributed.example_streams(data, start.generator, blocks) if sharded else [(data, start.generator)]
+    )
     increments = torch.cat(
         [
             _reverse_anneal(
@@ -202,11 +214,14 @@ def raise_log_likelihood(
                 batch,
                 n_chains=n_chains,
                 refresh=start.refresh,
-                generator=start.generator,
+                generator=generator,
             )
-            for batch in torch.split(data, examples_per_batch)
+            for examples, generator in streams
+            for batch in torch.split(examples, examples_per_batch)
         ]
     )
+    if sharded:
+        increments = distributed.gather_rows(increments, what="gathering the RAISE weights")
     log_f = log_f_marginal(model.marginal_terms(data), 1.0).cpu()
     log_weights = log_f[:, None] - increments.view(-1, n_chains)
     check_finite_log_weights(log_weights.flatten())

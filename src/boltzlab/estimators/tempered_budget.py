@@ -81,6 +81,7 @@ USER_SAMPLING_OPTIONS = (
     "adapt_with",
     "max_log_densities",
     "max_sweeps",
+    "blocks",
     "pilot_chains",
     "pilot_temperatures",
 )

@@ -62,7 +62,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from boltzlab import operators
+from boltzlab import distributed, operators
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.tempered_levels import (
@@ -83,10 +83,13 @@ from boltzlab.estimators.tempered_step import (
     TemperedStep,
     TripCounter,
     accumulate_,
+    gather_chain_statistic,
+    shard_chains,
+    starting_states,
 )
 from boltzlab.models.base import TemperedModel
 from boltzlab.operators.base import Operator
-from boltzlab.rng import resolve_generator
+from boltzlab.rng import randint, resolve_generator
 from boltzlab.tempering import ladders
 from boltzlab.tempering.base import redraw_summed_layers
 from boltzlab.tempering.ladders import Ladder
@@ -285,6 +288,7 @@ def collect_tempered_samples(
     record_log_densities: bool = False,
     max_log_densities: int = 1_000_000,
     start: SamplerState | None = None,
+    blocks: int | None = None,
 ) -> TemperedSamples:
     """Run RTS's tempered sampler (module docstring) and keep the estimators' statistics.
 
@@ -331,6 +335,12 @@ def collect_tempered_samples(
     start : SamplerState, optional
         Continue from these ``n_chains`` states and levels (e.g. a previous run's
         ``final_state`` on the same ladder) instead of exact base samples at level 0.
+    blocks : int, optional
+        Cut the chains into this many blocks with their own random streams; in a
+        ``torch.distributed`` process group each process runs whole blocks, the initial
+        iterations pool every process's ``ĉ`` sums, and the statistics are gathered in chain
+        order, so the samples do not depend on the number of processes (docs/architecture.md,
+        "Scaling out"). Default: blocks only in a process group.
 
     Returns
     -------
@@ -364,8 +374,20 @@ def collect_tempered_samples(
     log_prior = resolve_log_prior(prior, betas.cpu())
     log_z_hat = check_initial_log_z(initial_log_z, n_levels)
 
+    all_chains, shard_rows = n_chains, None
+    if blocks is not None or distributed.topology().active:
+        generator, shard_rows = shard_chains(n_chains, blocks, generator, model.device)
+        n_chains = shard_rows[1] - shard_rows[0]
+        if start is not None:
+            start = SamplerState(
+                chains=Chains(
+                    layers=tuple(layer[shard_rows[0] : shard_rows[1]] for layer in start.chains.layers),
+                    beta=start.chains.beta[shard_rows[0] : shard_rows[1]],
+                ),
+                levels=torch.as_tensor(start.levels)[shard_rows[0] : shard_rows[1]],
+            )
     sampler = TemperedStep(model, transition, betas_model, betas, log_prior, generator)
-    chains, levels = _starting_states(model, start, n_chains, betas_model, generator)
+    chains, levels = starting_states(model, start, n_chains, betas_model, generator)
     terms = model.marginal_terms(chains.layers)
     n_blocks = n_initial_iterations + n_batches
     log_sums = torch.full((n_blocks, n_chains, n_levels), -math.inf, dtype=torch.float64, device=model.device)
@@ -375,7 +397,7 @@ def collect_tempered_samples(
     stage_log_z_hat, block_sweeps, stop_statistics = [], [], []
     for iteration in range(n_initial_iterations):
         stage_log_z_hat.append(log_z_hat)
-        levels = torch.randint(n_levels, (n_chains,), generator=generator, device=model.device)
+        levels = randint(n_levels, (n_chains,), generator=generator, device=model.device)
         chains = redraw_summed_layers(
             model, Chains(layers=chains.layers, beta=betas_model[levels]), terms, generator=generator
         )
@@ -383,7 +405,11 @@ def collect_tempered_samples(
             chains, terms, levels, _, log_q = sampler(chains, terms, log_z_hat)
             accumulate_(log_sums[iteration], counts[iteration], log_q, levels)
         block_sweeps.append(initial_sweeps)
-        log_c = pooled_log_c(log_sums[iteration], counts[iteration], adapt_with)
+        log_c = pooled_log_c(
+            distributed.gather_rows(log_sums[iteration], what="pooling the initial iteration's sums"),
+            distributed.gather_rows(counts[iteration], what="pooling the initial iteration's counts"),
+            adapt_with,
+        )
         log_z_hat = rts_log_z(log_z_hat, log_prior, log_c)
         stop_statistics.append(stopping_statistic(log_c, log_prior))
         if stop_statistics[-1] < stop_tolerance:
@@ -398,7 +424,7 @@ def collect_tempered_samples(
         betas=betas,
         derivatives=record_derivatives,
         weighted_derivatives=record_weighted_derivatives,
-        thinning=max(1, math.ceil(n_chains * n_sweeps * n_levels / max_log_densities)),
+        thinning=max(1, math.ceil(all_chains * n_sweeps * n_levels / max_log_densities)),
         n_sweeps=n_sweeps if record_log_densities else 0,
     )
     trips = TripCounter(n_chains, n_levels, model.device)
@@ -412,6 +438,20 @@ def collect_tempered_samples(
             recorder.record(batch, sweep, terms, levels, log_f, log_q)
         block_sweeps.append(boundaries[batch + 1] - boundaries[batch])
 
+    if shard_rows is not None:
+        # Every statistic back in the one-process chain order (chains are dimension 1).
+        log_sums, counts = gather_chain_statistic(log_sums), gather_chain_statistic(counts)
+        recorder.derivative_sums = gather_chain_statistic(recorder.derivative_sums)
+        recorder.weighted_sums = gather_chain_statistic(recorder.weighted_sums)
+        recorder.densities = gather_chain_statistic(recorder.densities)
+        recorder.density_levels = gather_chain_statistic(recorder.density_levels)
+        trips.passages = distributed.gather_rows(trips.passages, what="gathering the round trips")
+        chains = Chains(
+            layers=tuple(distributed.gather_rows(layer) for layer in chains.layers),
+            beta=distributed.gather_rows(chains.beta),
+        )
+        levels = distributed.gather_rows(levels)
+        n_chains = all_chains
     # Drop the blocks of initial iterations that the stopping rule skipped.
     keep = torch.cat([torch.arange(n_run), torch.arange(n_initial_iterations, n_blocks)]).to(model.device)
     return TemperedSamples(
@@ -432,26 +472,3 @@ def collect_tempered_samples(
         passages=trips.passages.cpu(),
         final_state=SamplerState(chains=chains, levels=levels),
     )
-
-
-def _starting_states(
-    model: TemperedModel,
-    start: SamplerState | None,
-    n_chains: int,
-    betas_model: Tensor,
-    generator: torch.Generator,
-) -> tuple[Chains, Tensor]:
-    """Exact base samples at level 0 (``init_chains`` labels them β = 0), or ``start`` checked."""
-    if start is None:
-        chains = model.init_chains(n_chains, generator=generator)
-        return chains, torch.zeros(n_chains, dtype=torch.int64, device=model.device)
-    levels = torch.as_tensor(start.levels, dtype=torch.int64).to(model.device)
-    if start.chains.n_chains != n_chains or levels.shape != (n_chains,):
-        raise ValidationError(
-            f"start holds {start.chains.n_chains} chains and {tuple(levels.shape)} levels; expected "
-            f"n_chains={n_chains} of each"
-        )
-    if bool((levels < 0).any()) or bool((levels >= betas_model.numel()).any()):
-        raise ValidationError(f"start levels must index the {betas_model.numel()}-level ladder")
-    # The chains carry on at their levels' β of this ladder (a no-op when the ladder is theirs).
-    return Chains(layers=start.chains.layers, beta=betas_model[levels]), levels

@@ -19,14 +19,26 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from boltzlab import distributed
 from boltzlab.chains import Chains
+from boltzlab.errors import ValidationError
 from boltzlab.estimators.tempered_levels import log_f_all, path_derivative_all
 from boltzlab.models.base import MarginalTerms, TemperedModel, path_derivative
 from boltzlab.operators.base import Operator
 from boltzlab.tempering.base import redraw_summed_layers
 from boltzlab.tempering.level_moves import sample_categorical
+from boltzlab.validation import check_chains_match
 
-__all__ = ["LongRunRecorder", "SamplerState", "TemperedStep", "TripCounter", "accumulate_"]
+__all__ = [
+    "LongRunRecorder",
+    "SamplerState",
+    "TemperedStep",
+    "TripCounter",
+    "accumulate_",
+    "gather_chain_statistic",
+    "shard_chains",
+    "starting_states",
+]
 
 
 @dataclass(frozen=True)
@@ -187,3 +199,48 @@ class LongRunRecorder:
             "density_chains": chains,
             "density_thinning": self.thinning,
         }
+
+
+def shard_chains(
+    n_chains: int, blocks: int | None, generator: torch.Generator, device: torch.device
+) -> tuple[torch.Generator, tuple[int, int]]:
+    """This process's block streams (from one shared draw of ``generator``) and its chain rows."""
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
+    distributed.agree(seed, "seed of the chain blocks")
+    part = distributed.shard(n_chains, seed=seed, n_blocks=blocks, device=device)
+    return part.generator, (part.start, part.stop)  # type: ignore[return-value]  # rng duck-types it
+
+
+def gather_chain_statistic(tensor: Tensor | None) -> Tensor | None:
+    """Every process's chains of a ``(·, n_chains, ·)`` statistic, in chain order."""
+    return None if tensor is None else distributed.gather_rows(tensor, dim=1, what="gathering the statistics")
+
+
+def starting_states(
+    model: TemperedModel,
+    start: SamplerState | None,
+    n_chains: int,
+    betas_model: Tensor,
+    generator: torch.Generator,
+) -> tuple[Chains, Tensor]:
+    """Exact base samples at level 0 (``init_chains`` labels them β = 0), or ``start`` checked."""
+    if start is None:
+        chains = model.init_chains(n_chains, generator=generator)
+        return chains, torch.zeros(n_chains, dtype=torch.int64, device=model.device)
+    check_chains_match(
+        model,
+        start.chains,
+        name="start chains",
+        fix="continue from the final_state of a run of this model, or pass "
+        f"SamplerState(chains=start.chains.to(dtype={model.dtype}, device='{model.device}'), levels=start.levels)",
+    )
+    levels = torch.as_tensor(start.levels, dtype=torch.int64).to(model.device)
+    if start.chains.n_chains != n_chains or levels.shape != (n_chains,):
+        raise ValidationError(
+            f"start holds {start.chains.n_chains} chains and {tuple(levels.shape)} levels; expected "
+            f"n_chains={n_chains} of each"
+        )
+    if bool((levels < 0).any()) or bool((levels >= betas_model.numel()).any()):
+        raise ValidationError(f"start levels must index the {betas_model.numel()}-level ladder")
+    # The chains carry on at their levels' β of this ladder (a no-op when the ladder is theirs).
+    return Chains(layers=start.chains.layers, beta=betas_model[levels]), levels

@@ -38,6 +38,7 @@ from boltzlab.models.base import MarginalTerms, TemperedModel
 from boltzlab.operators.fused import fused_sample, uses_fused
 from boltzlab.registry import Registry
 from boltzlab.rng import fill_centered_uniform_, uniform_scale, uniform_workspace
+from boltzlab.validation import check_chains_match
 
 __all__ = [
     "LayerwiseOperator",
@@ -137,7 +138,12 @@ class LayerwiseOperator(ABC):
         # Only operators that spell out a threshold without in-place updates (``threshold``)
         # are compiled: traced in-place updates on a clone were miscompiled on one thread
         # (the mixture's kernel drew P(1) wrong; docs/performance.md).
-        if _has_own_threshold(type(self)) and uses_fused(logits):
+        # A BlockGenerator (chains sharded by block) has no single counter key: unfused path.
+        if (
+            _has_own_threshold(type(self))
+            and isinstance(generator, torch.Generator)
+            and uses_fused(logits)
+        ):
             new = fused_sample(self, logits, current, generator=generator)
             if new is not None:
                 return new
@@ -182,7 +188,7 @@ class LayerwiseOperator(ABC):
         -------
         (Chains, StepInfo)
         """
-        _check_chains_match(model, chains)
+        check_chains_match(model, chains)
         layers = list(chains.layers)
         groups = model.update_groups[::-1] if reverse else model.update_groups
         kinds = _non_binary_kinds(model)
@@ -212,26 +218,6 @@ class LayerwiseOperator(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
-
-
-def _check_chains_match(model: TemperedModel, chains: Chains) -> None:
-    """Chains in the model's dtype and on its device, or one error that names both and the fix.
-
-    A float64 state for a float32 model (states built with numpy, say) would otherwise end in
-    torch's "mat1 and mat2 must have the same dtype" deep inside a matrix product.
-    """
-    dtype, device = getattr(model, "dtype", None), getattr(model, "device", None)
-    if dtype is None or device is None:
-        return
-    layer_dtypes = {layer.dtype for layer in chains.layers} | {chains.beta.dtype}
-    layer_devices = {layer.device.type for layer in chains.layers} | {chains.beta.device.type}
-    if layer_dtypes != {dtype} or layer_devices != {torch.device(device).type}:
-        found = ", ".join(sorted(str(d) for d in layer_dtypes)) + " on " + ", ".join(sorted(layer_devices))
-        raise ValidationError(
-            f"the chains are {found} but the model is {dtype} on {torch.device(device).type}: convert them "
-            f"with chains.to(dtype={dtype}, device='{device}'), or make them with model.init_chains(...) or "
-            "model.chains_from(data)"
-        )
 
 
 @functools.cache

@@ -41,7 +41,7 @@ from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, TemperedModel
 from boltzlab.operators.base import StepInfo, register
-from boltzlab.validation import check_positive_int
+from boltzlab.validation import check_chains_match, check_positive_int
 
 __all__ = ["HMCInfo", "HMCOperator", "PhasePoint", "leapfrog"]
 
@@ -295,6 +295,7 @@ class HMCOperator:
         (Chains, HMCInfo)
         """
         del terms, reverse  # see the docstring: neither changes the kernel
+        check_chains_match(model, chains)  # else float32 chains of a float64 model stay float32
         if model.update_groups and model.update_groups[0]:
             raise ValidationError(
                 f"the hmc operator needs a continuous model with nothing summed out; "

@@ -33,8 +33,16 @@ from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, TemperedModel
 from boltzlab.rng import sample_bernoulli
+from boltzlab.validation import check_chains_match
 
-__all__ = ["TemperingScheme", "check_choice", "metropolis_accept", "redraw_summed_layers", "select_terms"]
+__all__ = [
+    "TemperingScheme",
+    "check_choice",
+    "check_state_chains",
+    "metropolis_accept",
+    "redraw_summed_layers",
+    "select_terms",
+]
 
 
 @runtime_checkable
@@ -95,3 +103,21 @@ def check_choice(value: Any, choices: tuple[str, ...], name: str) -> str:
     if not isinstance(value, str) or value.lower() not in choices:
         raise ValidationError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
     return value.lower()
+
+
+def check_state_chains(model: TemperedModel, chains: Chains) -> None:
+    """A scheme state's chains in the model's dtype and on its device, else one clear error.
+
+    For schemes whose ``step`` computes ``model.marginal_terms`` before the operator's own
+    check could run: a state made for a float64 model and stepped with a float32 one would
+    otherwise fail inside a matrix product (:func:`boltzlab.validation.check_chains_match`).
+    """
+    check_chains_match(
+        model,
+        chains,
+        name="chains of the scheme's state",
+        fix=(
+            "start the state with scheme.init(model, n_chains, generator=...) for this model, or convert "
+            "it with scheme.state_from_tensors(model, scheme.state_tensors(state))"
+        ),
+    )

@@ -47,7 +47,7 @@ from boltzlab.errors import ValidationError
 from boltzlab.models.base import TemperedModel
 from boltzlab.operators.base import Operator
 from boltzlab.rng import resolve_generator
-from boltzlab.tempering.base import check_choice, select_terms
+from boltzlab.tempering.base import check_choice, check_state_chains, select_terms
 from boltzlab.tempering.ladders import Ladder
 from boltzlab.tempering.level_summary import (
     SimulatedTemperingInfo,
@@ -190,6 +190,8 @@ class CAST:
     ) -> tuple[CASTState, CASTInfo]:
         """Fast level move, one sweep of slow and fast chains together, store refresh and
         Wang-Landau update, and every ``lag`` steps the exchange. ``state`` is not modified."""
+        check_state_chains(model, state.slow)
+        check_state_chains(model, state.fast.chains)
         n_chains = state.slow.n_chains
         both_layers = _concatenate(state.slow.layers, state.fast.chains.layers)
         terms = model.marginal_terms(both_layers)

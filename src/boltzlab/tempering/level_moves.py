@@ -11,6 +11,8 @@ import math
 import torch
 from torch import Tensor
 
+from boltzlab.rng import rand
+
 __all__ = ["log_proposal_ratio", "propose_neighbours", "sample_categorical"]
 
 
@@ -20,7 +22,7 @@ def propose_neighbours(levels: Tensor, n_levels: int, *, generator: torch.Genera
     One uniform is drawn per chain, also at the ends, so the random stream does not depend on
     where the chains are.
     """
-    uniform = torch.rand(levels.shape, generator=generator, dtype=torch.float64, device=levels.device)
+    uniform = rand(tuple(levels.shape), generator=generator, dtype=torch.float64, device=levels.device)
     step = torch.where(uniform < 0.5, -1, 1)
     step = torch.where(levels == 0, 1, step)
     step = torch.where(levels == n_levels - 1, -1, step)
@@ -46,7 +48,7 @@ def sample_categorical(log_probabilities: Tensor, *, generator: torch.Generator)
     """One draw per row of unnormalised log-probabilities ``(n, K)`` by inverse CDF; int64 (n,)."""
     probabilities = torch.softmax(log_probabilities.to(torch.float64), dim=1)
     cumulative = probabilities.cumsum(1)
-    uniform = torch.rand(
+    uniform = rand(
         (log_probabilities.shape[0], 1), generator=generator, dtype=torch.float64, device=cumulative.device
     )
     # Round-off can leave the last cumulative value just below 1; clamp to the last level.

@@ -225,7 +225,7 @@ class ParallelTempering:
         the model's layer sizes.
         """
         check_entries(tensors, len(model.layer_sizes), scheme="parallel-tempering")
-        device, dtype = model.device, model.dtype
+        device = model.device
         replica = tensors["replica"].to(device=device, dtype=torch.int64)
         if replica.dim() != 2 or replica.shape[0] != self.n_levels:
             raise ValidationError(
@@ -234,9 +234,13 @@ class ParallelTempering:
             )
         n_chains = replica.shape[1]
         layers = layers_from_tensors(tensors, model, self.n_levels * n_chains)
-        beta = tensors["beta"].to(device=device, dtype=dtype)
-        if not torch.equal(beta, self._slot_betas(model, n_chains)):
+        saved = tensors["beta"]
+        # This ladder's β in the saved dtype: a state saved with a float32 model still fits a
+        # float64 one (its β are the ladder's, rounded), and the β kept are the ladder's own.
+        expected = self.ladder.betas.to(dtype=saved.dtype).repeat_interleave(n_chains)
+        if saved.shape != expected.shape or not torch.equal(saved.cpu(), expected):
             raise ValidationError("the saved state was made with another ladder than this scheme's")
+        beta = self._slot_betas(model, n_chains)
         return ParallelTemperingState(
             chains=Chains(layers=layers, beta=beta), replica=replica, **counters_from_tensors(tensors, device)
         )

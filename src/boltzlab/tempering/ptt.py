@@ -55,7 +55,7 @@ from boltzlab.models.trajectory import Trajectory
 from boltzlab.models.trajectory_files import as_trajectory
 from boltzlab.operators.base import Operator
 from boltzlab.operators.base import resolve as resolve_operator
-from boltzlab.tempering.base import metropolis_accept, redraw_summed_layers
+from boltzlab.tempering.base import check_state_chains, metropolis_accept, redraw_summed_layers
 from boltzlab.tempering.ptt_state import (
     LevelSelection,
     TrajectoryTemperingInfo,
@@ -216,6 +216,7 @@ class TrajectoryTempering:
 
         Returns a new state; ``state`` is not modified.
         """
+        check_state_chains(model, state.chains)
         n_levels, n_chains = state.n_levels, state.n_chains
         device = state.chains.device
         level_models = self._level_models(model, state.positions)

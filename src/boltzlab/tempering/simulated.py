@@ -80,7 +80,13 @@ from boltzlab.operators.base import Operator
 from boltzlab.operators.base import resolve as resolve_operator
 from boltzlab.rng import resolve_generator
 from boltzlab.tempering import ladders
-from boltzlab.tempering.base import check_choice, metropolis_accept, redraw_summed_layers, select_terms
+from boltzlab.tempering.base import (
+    check_choice,
+    check_state_chains,
+    metropolis_accept,
+    redraw_summed_layers,
+    select_terms,
+)
 from boltzlab.tempering.ladders import Ladder
 from boltzlab.tempering.level_moves import log_proposal_ratio, propose_neighbours, sample_categorical
 from boltzlab.tempering.level_summary import (
@@ -264,6 +270,7 @@ class SimulatedTempering:
 
         ``state`` is not modified; returns the new state and the level-move diagnostics.
         """
+        check_state_chains(model, state.chains)
         terms = model.marginal_terms(state.chains.layers)
         moved, info = self.move_levels(model, state, terms=terms, generator=generator)
         swept, _ = self.operator.step(model, moved.chains, generator=generator, terms=terms)

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from torch import Tensor
 
+from boltzlab import distributed
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.exact import exact_log_z
 from boltzlab.estimators.likelihood import log_likelihood
@@ -278,6 +279,10 @@ class Checkpointer(Callback):
     def save(self, run: RunView) -> Path:
         """Write a checkpoint of the current state; returns its path."""
         payload = run.checkpoint()  # raises DivergenceError before anything non-finite is written
+        if not distributed.topology().is_main:
+            # Under torchrun every process builds the checkpoint (it gathers the chains); rank 0 writes it.
+            self.last_path = checkpoint_path(self.directory, run.update)
+            return self.last_path
         path = save_checkpoint(
             checkpoint_path(self.directory, run.update), tensors=payload.tensors, metadata=payload.metadata
         )

@@ -25,6 +25,7 @@ from boltzlab.errors import DivergenceError, ValidationError
 from boltzlab.io import Checkpoint, load_checkpoint
 from boltzlab.rng import get_state, set_state
 from boltzlab.training.callbacks import Callback, Checkpointer
+from boltzlab.training.data_parallel import DataParallel
 from boltzlab.training.negative import NegativePhase
 from boltzlab.training.objective import Objective
 from boltzlab.training.optim import Schedule, make_optimizer, make_scheduler
@@ -65,6 +66,7 @@ class TrainingLoop:
         callbacks: list[Callback],
         checkpointer: Checkpointer | None,
         run_dir: Path | None,
+        parallel: DataParallel | None = None,
     ) -> None:
         self._model = model
         self._data = data
@@ -80,6 +82,8 @@ class TrainingLoop:
         self.callbacks = callbacks
         self.checkpointer = checkpointer
         self.run_dir = run_dir
+        # Data-parallel share under torchrun (training/data_parallel.py); None in one process.
+        self.parallel = parallel
         self.optimizer = make_optimizer(
             model,
             learning_rate=config.learning_rate,
@@ -147,7 +151,7 @@ class TrainingLoop:
             permutation=self.permutation,
             elapsed=self.elapsed,
             history=tuple(self._history),
-            phase_state=self.phase_state,
+            phase_state=self._full_phase_state(),
             generator_state=get_state(self.generator),
             optimizer_state=self.optimizer.state_dict(),
             scheduler_state=self.scheduler.state_dict(),
@@ -159,6 +163,10 @@ class TrainingLoop:
         return encode_train_state(state, config=self._config, phase=self.phase)
 
     # ------------------------------------------------------------------ helpers
+    def _full_phase_state(self) -> Any:
+        """The phase state with every process's chains (a collective under torchrun)."""
+        return self.phase_state if self.parallel is None else self.parallel.full_state(self.phase_state)
+
     @property
     def elapsed(self) -> float:
         return self.elapsed_before + (time.perf_counter() - self.started)
@@ -210,6 +218,8 @@ class TrainingLoop:
             self._model.set_base_rate(self._data)
         with torch.no_grad():
             self.phase_state = self.phase.init(self._model, self._data, generator=self.generator)
+            if self.parallel is not None:
+                self.phase_state = self.parallel.local_state(self.phase_state)
 
     def restore(self, path: Path) -> None:
         checkpoint = load_checkpoint(path)
@@ -246,6 +256,8 @@ class TrainingLoop:
         self.elapsed_before = state.elapsed
         self._history = list(state.history)
         self.phase_state = state.phase_state
+        if self.parallel is not None:
+            self.phase_state = self.parallel.local_state(self.phase_state)
         for key, callback in zip(self._callback_keys(), self.callbacks, strict=True):
             if key in state.callback_states:
                 callback.load_state(state.callback_states[key])
@@ -305,11 +317,17 @@ class TrainingLoop:
         index = self.permutation[self.position : self.position + batch_size]
         torch.index_select(data, 0, index, out=self.batch)
         self.position += batch_size
-        positive = self.objective.positive(self._model, self.batch)
+        batch, parallel = self.batch, self.parallel
+        if parallel is not None:
+            batch = batch[parallel.batch_rows[0] : parallel.batch_rows[1]]
+            generator = parallel.chain_generator(generator, data.device)  # type: ignore[assignment]
+        positive = self.objective.positive(self._model, batch)
         self.phase_state, samples = self.phase.step(
-            self._model, self.phase_state, batch=self.batch, positive=positive, generator=generator
+            self._model, self.phase_state, batch=batch, positive=positive, generator=generator
         )
         self.objective.write_gradient_(self._model, positive, self.objective.negative(self._model, samples))
+        if parallel is not None:
+            parallel.average_gradients_(self.parameters)
         self.optimizer.step()
         self.scheduler.step()
         self.phase_state = self.phase.after_update(self._model, self.phase_state)
@@ -348,7 +366,7 @@ class TrainingLoop:
             model=self._model,
             n_updates=self._update,
             history=tuple(self._history),
-            final_chains=self.phase.samples(self.phase_state),
+            final_chains=self.phase.samples(self._full_phase_state()),
             stopped_early=self.stop_requested and self._update < self._config.n_updates,
             run_dir=self.run_dir,
         )

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from boltzlab import distributed
 from boltzlab.errors import ModelFileError, ValidationError
 from boltzlab.models.rbm import RBM
 from boltzlab.models.trajectory import TRAJECTORY_FILE, Trajectory
@@ -240,7 +241,7 @@ class SnapshotRecorder(Callback):
 
     def write(self) -> Path | None:
         """Write ``trajectory.safetensors`` (atomically) if the recorder has a directory."""
-        if self.path is None or not self._snapshots:
-            return None
+        if self.path is None or not self._snapshots or not distributed.topology().is_main:
+            return None  # under torchrun, rank 0 alone writes (every rank holds the same snapshots)
         trajectory = self.trajectory()
         return None if trajectory is None else trajectory.save(self.path)

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from boltzlab import distributed
 from boltzlab import operators as operator_registry
 from boltzlab.errors import ValidationError
 from boltzlab.io import load_checkpoint
@@ -32,6 +33,7 @@ from boltzlab.training.callbacks import (
     ExactLikelihoodTracker,
     ProgressBar,
 )
+from boltzlab.training.data_parallel import plan_data_parallel
 from boltzlab.training.loop import TrainingLoop
 from boltzlab.training.negative import NegativePhase, get_phase
 from boltzlab.training.objective import objective_for
@@ -101,6 +103,7 @@ def train(
     fit_base_rate: bool = True,
     snapshots: int | None = DEFAULT_MAX_SNAPSHOTS,
     snapshot_dir: str | Path | None = None,
+    chain_blocks: int | None = None,
 ) -> TrainResult:
     """Train ``model`` on binary ``data`` by CD-k or PCD-k with any transition operator.
 
@@ -188,6 +191,13 @@ def train(
         Default: ``checkpoint_dir``, else the metrics file's directory, else nowhere (the
         trajectory is still returned as ``TrainResult.trajectory``). A resumed run restores
         its snapshots from there.
+    chain_blocks : int, optional
+        Under torchrun (a ``torch.distributed`` process group): the number of blocks the
+        negative chains are cut into, each with its own random stream, a multiple of the
+        number of processes (default: one block per process). Runs with the same total
+        minibatch, chains and ``chain_blocks`` give the same parameters on any number of
+        processes, up to float rounding (:mod:`boltzlab.training.data_parallel`). Only
+        rank 0 writes the metrics, snapshots and checkpoints.
 
     Returns
     -------
@@ -270,7 +280,10 @@ def train(
     the_operator = operator_registry.get(operator, **(operator_params or {}))
     phase = get_phase(algorithm, operator=the_operator, k=k, n_chains=n_chains, **(algorithm_params or {}))
     schedule = make_schedule(lr_schedule, n_updates=n_updates)
-
+    parallel = plan_data_parallel(phase, batch_size=batch_size, n_chains=n_chains, chain_blocks=chain_blocks)
+    if not distributed.topology().is_main:
+        # One writer per run: the other processes compute alike and keep quiet.
+        metrics_path, progress = None, False
     config = TrainConfig(
         algorithm=algorithm if isinstance(algorithm, str) else repr(algorithm),
         algorithm_params=dict(algorithm_params or {}),
@@ -321,6 +334,7 @@ def train(
         callbacks=[*before, *callbacks, *after],
         checkpointer=checkpointer,
         run_dir=run_dir,
+        parallel=parallel,
     )
     if optimizer != "sgd":
         # The loop builds SGD from the config; swap in the chosen optimiser before any state

@@ -1,0 +1,78 @@
+"""NumPy ``.npy`` files: one array of examples, read without unpickling.
+
+``numpy.save(path, x)`` with ``x`` shaped ``(n_examples, n_features)``, or
+``(n_examples, height, width)`` for images (flattened row by row, the image shape kept).
+Object arrays need pickle to load, and unpickling a file can run code, so they are refused
+(docs/data.md, "NumPy .npy").
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from boltzlab.data.readers import require_nonempty_file
+from boltzlab.errors import DataError
+
+__all__ = ["read_npy", "require_examples_axis"]
+
+
+def read_npy(path: str | os.PathLike[str]) -> np.ndarray:
+    """The array stored in a ``.npy`` file (``allow_pickle=False``).
+
+    Parameters
+    ----------
+    path : str or path-like
+
+    Returns
+    -------
+    numpy.ndarray, shape (n_examples, ...)
+        As stored; at least 2-D.
+
+    Raises
+    ------
+    DataError
+        Missing, empty, truncated or not a ``.npy`` file; a ``.npz`` archive; an object array
+        (needs pickle); fewer than 2 dimensions.
+    """
+    path = Path(path)
+    require_nonempty_file(path, "a .npy file written by numpy.save")
+    try:
+        array = np.load(path, allow_pickle=False)
+    except ValueError as error:
+        if "allow_pickle" in str(error):
+            raise DataError(
+                f"{path}: holds Python objects, which only pickle can load, and boltzlab never unpickles "
+                "data files (that can run code); save a numeric array, e.g. "
+                "numpy.save(path, x.astype(numpy.uint8))"
+            ) from None
+        raise DataError(
+            f"{path}: not a readable .npy file ({error}); it may be truncated or of another format: "
+            "write it with numpy.save"
+        ) from None
+    except (EOFError, OSError, zipfile.BadZipFile, zlib.error) as error:
+        raise DataError(
+            f"{path}: not a readable .npy file ({type(error).__name__}: {error}); write it with numpy.save"
+        ) from None
+    if not isinstance(array, np.ndarray):
+        array.close()
+        raise DataError(
+            f"{path}: is a .npz archive, not a .npy file; rename it to end in .npz (keys x_train, ...)"
+        )
+    require_examples_axis(array, source=str(path), what="the array")
+    return array
+
+
+def require_examples_axis(array: np.ndarray, *, source: str, what: str) -> None:
+    """Refuse arrays of fewer than 2 dimensions: axis 0 is examples, the rest features."""
+    if array.ndim >= 2:
+        return
+    raise DataError(
+        f"{source}: {what} has shape {array.shape} ({array.ndim}-D); expected (n_examples, n_features) or "
+        "(n_examples, height, width): for a single example save x.reshape(1, -1), "
+        "for one feature per example x.reshape(-1, 1)"
+    )

@@ -1,0 +1,272 @@
+"""Chain-sharded estimators on real 2-process gloo groups (docs/architecture.md, "Scaling out").
+
+Each test starts its processes as torchrun would (``RANK``, ``WORLD_SIZE``, ``MASTER_*``) and
+runs ``worker.py``; the CLI test starts ``torchrun`` itself. A few seconds each, on the CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import boltzlab as bl
+from boltzlab import distributed
+from boltzlab.rng import BlockGenerator
+
+WORKER = Path(__file__).with_name("worker.py")
+TIMEOUT_S = 180
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _environment(rank: int, world: int, port: int) -> dict[str, str]:
+    return {
+        **os.environ,
+        "RANK": str(rank),
+        "LOCAL_RANK": str(rank),
+        "WORLD_SIZE": str(world),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "OMP_NUM_THREADS": "1",
+        "BOLTZLAB_DIST_TIMEOUT": "60",
+    }
+
+
+def run_group(
+    scenario: str, world: int, tmp_path: Path, **env: str
+) -> tuple[list[subprocess.CompletedProcess], dict]:
+    """Run ``scenario`` on ``world`` processes; their outcomes and rank 0's saved result."""
+    port, out = _free_port(), tmp_path / f"{scenario}-{world}.pt"
+    processes = [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), scenario, str(out)],
+            env={**_environment(rank, world, port), **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(world)
+    ]
+    outcomes = []
+    for process in processes:
+        stdout, stderr = process.communicate(timeout=TIMEOUT_S)
+        outcomes.append(subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr))
+    return outcomes, (torch.load(out) if out.exists() else {})
+
+
+def test_block_generator_rows_do_not_depend_on_grouping():
+    """Blocks 0–7 in one batch, or 0–3 and 4–7 in two, draw the same chains."""
+    model = bl.RBM(n_visible=9, n_hidden=5, generator=0)
+
+    def run(groups: list[list[int]]) -> torch.Tensor:
+        parts = []
+        for blocks in groups:
+            generator = BlockGenerator(7, blocks, [3] * len(blocks))
+            chains = model.init_chains(3 * len(blocks), generator=generator).with_beta(1.0)
+            for _ in range(4):
+                chains, _ = bl.operators.get("flip").step(model, chains, generator=generator)
+            parts.append(torch.cat(chains.layers, 1))
+        return torch.cat(parts)
+
+    together = run([list(range(8))])
+    assert torch.equal(together, run([[0, 1, 2, 3], [4, 5, 6, 7]]))
+    assert torch.equal(together, run([[b] for b in range(8)]))
+    assert not torch.equal(together[:3], together[3:6])  # blocks have different streams
+
+
+def test_owned_blocks_cover_every_block_once():
+    for world in (1, 2, 3, 4, 8):
+        owned = [
+            list(distributed.owned_blocks(8, distributed.Topology(world, rank))) for rank in range(world)
+        ]
+        assert [block for blocks in owned for block in blocks] == list(range(8))
+        assert all(owned)
+
+
+def test_blocks_refused_when_fewer_than_items():
+    with pytest.raises(bl.errors.ValidationError, match="blocks must be between"):
+        distributed.shard(4, seed=0, n_blocks=5)
+
+
+def test_one_process_blocks_match_the_unsharded_estimate_statistically():
+    """blocks= in one process without a group: a valid AIS run (within 4 s.e. of exact log Z)."""
+    model = bl.RBM(n_visible=10, n_hidden=4, generator=1)
+    result = bl.estimate_log_z(
+        model, method="ais", n_chains=200, n_temperatures=200, schedule="linear", blocks=8, generator=0
+    )
+    assert abs(result.log_z - bl.exact_log_z(model)) < 4 * result.stderr
+
+
+@pytest.fixture(scope="module")
+def ais_runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ais")
+    return {world: run_group("ais", world, tmp) for world in (1, 2)}
+
+
+@pytest.mark.slow
+def test_sharded_ais_same_weights_on_one_and_two_processes(ais_runs):
+    for world, (outcomes, _) in ais_runs.items():
+        assert all(o.returncode == 0 for o in outcomes), (world, [o.stderr[-2000:] for o in outcomes])
+    one, two = ais_runs[1][1], ais_runs[2][1]
+    assert one["world_size"] == 1 and two["world_size"] == 2
+    assert torch.equal(one["log_weights"], two["log_weights"])
+    assert torch.equal(one["final_visible"], two["final_visible"])
+    assert one["log_z"] == two["log_z"] and one["stderr"] == two["stderr"]
+
+
+@pytest.mark.slow
+def test_sharded_ais_agrees_with_exact_log_z(ais_runs):
+    result = ais_runs[2][1]
+    assert result["log_weights"].shape == (64,)
+    assert abs(result["log_z"] - result["exact"]) < 4 * result["stderr"]
+
+
+@pytest.mark.slow
+def test_sharded_raise_same_weights_on_one_and_two_processes(tmp_path):
+    runs = {world: run_group("raise", world, tmp_path) for world in (1, 2)}
+    for outcomes, _ in runs.values():
+        assert all(o.returncode == 0 for o in outcomes), [o.stderr[-2000:] for o in outcomes]
+    assert runs[1][1]["log_weights"].shape == (12, 4)
+    assert torch.equal(runs[1][1]["log_weights"], runs[2][1]["log_weights"])
+
+
+@pytest.mark.slow
+def test_sharded_dbm_per_example_likelihood_same_on_one_and_two_processes(tmp_path):
+    runs = {world: run_group("dbm_likelihood", world, tmp_path) for world in (1, 2)}
+    for outcomes, _ in runs.values():
+        assert all(o.returncode == 0 for o in outcomes), [o.stderr[-2000:] for o in outcomes]
+    assert runs[1][1]["log_weights"].shape == (5, 50)
+    assert torch.equal(runs[1][1]["log_weights"], runs[2][1]["log_weights"])
+
+
+@pytest.mark.slow
+def test_a_dead_rank_stops_the_others_with_an_error(tmp_path):
+    outcomes, saved = run_group("dies", 2, tmp_path)  # communicate() would time out on a hang
+    assert outcomes[1].returncode == 3
+    assert outcomes[0].returncode == 1 and not saved
+    assert "rank 0 of 2" in outcomes[0].stderr and "failed" in outcomes[0].stderr
+
+
+@pytest.mark.slow
+def test_ranks_with_different_seeds_are_refused(tmp_path):
+    outcomes, _ = run_group("different_seeds", 2, tmp_path)
+    assert all(o.returncode == 1 for o in outcomes)
+    assert "disagree on the seed" in outcomes[0].stderr
+
+
+def _boltzlab() -> str:
+    script = Path(sys.executable).with_name("boltzlab")
+    return str(script if script.exists() else shutil.which("boltzlab") or "boltzlab")
+
+
+def _torchrun(*arguments: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
+    command += ["--master-port", str(_free_port()), "--no-python", _boltzlab(), *arguments]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+
+
+@pytest.mark.slow
+def test_train_under_torchrun_writes_one_run(tmp_path):
+    """Data-parallel PCD from the command line: rank 0 writes the run, rank 1 prints nothing."""
+    out = tmp_path / "run"
+    done = _torchrun(
+        "train", "--data", "bars-and-stripes", "--hidden", "6", "--algorithm", "pcd", "--chains", "8",
+        "--batch-size", "8", "--updates", "30", "--chain-blocks", "4", "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("trained to update 30") == 1
+    model = bl.io.load_model(out / "model.safetensors")
+    assert model.metadata["training"]["n_chains"] == 8
+    assert (out / "checkpoints").is_dir() and (out / "config.toml").is_file()
+
+
+@pytest.mark.slow
+def test_demo_under_torchrun_is_refused_on_every_rank(tmp_path):
+    done = _torchrun("demo", "--out", str(tmp_path / "demo"))
+    assert done.returncode != 0
+    assert "runs in one process, not 2" in done.stderr
+
+
+@pytest.mark.slow
+def test_logz_under_torchrun_prints_one_json_object(tmp_path):
+    """``torchrun --nproc-per-node 2 --no-python boltzlab logz … --json``: rank 0 alone prints."""
+    model = bl.RBM(n_visible=12, n_hidden=6, generator=3)
+    data = (torch.rand(40, 12, generator=torch.Generator().manual_seed(1)) < 0.4).float()
+    model.set_base_rate(data)
+    bl.io.save_model(model, tmp_path / "model.safetensors")
+    done = _torchrun(
+        "logz", str(tmp_path / "model.safetensors"), "--method", "ais", "--chains", "64",
+        "--temperatures", "200", "--seed", "3", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    payload = json.loads(done.stdout)  # exactly one object: rank 1 printed nothing
+    assert payload["world_size"] == 2
+    assert abs(payload["log_z"] - bl.exact_log_z(model)) < 4 * payload["stderr"] + 0.05
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", ["pcd", "cd"])
+def test_data_parallel_training_same_parameters_on_one_and_two_processes(tmp_path, algorithm):
+    runs = {world: run_group(f"train_{algorithm}", world, tmp_path) for world in (1, 2)}
+    for outcomes, _ in runs.values():
+        assert all(o.returncode == 0 for o in outcomes), [o.stderr[-2000:] for o in outcomes]
+    one, two = runs[1][1], runs[2][1]
+    for name, value in one["parameters"].items():
+        torch.testing.assert_close(two["parameters"][name], value, rtol=1e-5, atol=1e-6)
+    assert torch.equal(one["final_visible"], two["final_visible"])
+    assert one["final_visible"].shape[0] == (16 if algorithm == "pcd" else 20)
+
+
+@pytest.mark.slow
+def test_checkpoint_from_two_processes_resumes_exactly_on_one(tmp_path):
+    """10 updates on 2 processes, then resumed to 20 on 1: the 20-update run on 1 process, exactly."""
+    checkpoints = str(tmp_path / "checkpoints")
+    first, _ = run_group("train_pcd_first_10", 2, tmp_path, CHECKPOINTS=checkpoints)
+    assert all(o.returncode == 0 for o in first), [o.stderr[-2000:] for o in first]
+    resumed_outcomes, resumed = run_group("train_pcd_resume_to_20", 1, tmp_path, CHECKPOINTS=checkpoints)
+    assert resumed_outcomes[0].returncode == 0, resumed_outcomes[0].stderr[-2000:]
+    straight_outcomes, straight = run_group("train_pcd", 1, tmp_path)
+    assert straight_outcomes[0].returncode == 0
+    for name, value in straight["parameters"].items():
+        torch.testing.assert_close(resumed["parameters"][name], value, rtol=1e-5, atol=1e-6)
+    assert torch.equal(resumed["final_visible"], straight["final_visible"])
+
+
+@pytest.mark.slow
+def test_sharded_rts_same_samples_on_one_and_two_processes_and_right(tmp_path):
+    """RTS's chains split over 2 processes: the initial iterations pool every chain's ĉ sums, so the
+    adapted Ẑ, the long run and the estimate equal the 1-process run's; within 4 s.e. of exact."""
+    runs = {world: run_group("rts", world, tmp_path) for world in (1, 2)}
+    for outcomes, _ in runs.values():
+        assert all(o.returncode == 0 for o in outcomes), [o.stderr[-2000:] for o in outcomes]
+    one, two = runs[1][1], runs[2][1]
+    assert one["log_probability_sums"].shape[1] == 16
+    for name in ("log_probability_sums", "level_counts", "stage_log_z_hat"):
+        torch.testing.assert_close(two[name], one[name], rtol=1e-12, atol=1e-12)
+    assert two["log_z"] == pytest.approx(one["log_z"], abs=1e-9)
+    assert abs(two["log_z"] - two["exact"]) < 4 * two["stderr"]
+
+
+@pytest.mark.slow
+def test_sharded_plain_sampling_same_chains_on_one_and_two_processes(tmp_path):
+    runs = {world: run_group("plain_sampling", world, tmp_path) for world in (1, 2)}
+    for outcomes, _ in runs.values():
+        assert all(o.returncode == 0 for o in outcomes), [o.stderr[-2000:] for o in outcomes]
+    one, two = runs[1][1], runs[2][1]
+    assert one["samples"].shape == (3, 24, 12)
+    assert torch.equal(one["samples"], two["samples"])
+    assert torch.equal(one["energies"], two["energies"])
+    torch.testing.assert_close(one["flip_rate"], two["flip_rate"], rtol=1e-6, atol=1e-9)
