@@ -22,8 +22,10 @@ process exits with a message instead of hanging: the group is created with a tim
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -32,6 +34,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from boltzlab.chains import Chains
 from boltzlab.errors import DistributedError, ValidationError
 from boltzlab.rng import BlockGenerator, block_seed, make_generator
 
@@ -47,12 +50,16 @@ __all__ = [
     "example_streams",
     "exit_now",
     "finish",
+    "gather_chains",
     "gather_rows",
     "init_from_environment",
     "launched",
+    "local",
     "owned_blocks",
     "run_collective",
     "shard",
+    "shard_chains",
+    "shared_seed",
     "sum_in_rank_order",
     "topology",
 ]
@@ -68,21 +75,21 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Topology:
-    """Where this process stands: ``rank`` of ``world_size``, ``local_rank`` on its node."""
+    """Where this process stands: ``rank`` of ``world_size``, ``local_rank`` on its node.
+
+    ``active`` says whether work is shared with a process group (also with one process under
+    torchrun); inside :func:`local` it is ``False`` and the process counts as alone.
+    """
 
     world_size: int = 1
     rank: int = 0
     local_rank: int = 0
+    active: bool = False
 
     @property
     def is_main(self) -> bool:
         """Rank 0: the one process that prints and writes files."""
         return self.rank == 0
-
-    @property
-    def active(self) -> bool:
-        """Whether a process group is running (also with one process under torchrun)."""
-        return dist.is_available() and dist.is_initialized()
 
 
 def launched() -> bool:
@@ -90,12 +97,33 @@ def launched() -> bool:
     return all(name in os.environ for name in _LAUNCHER_VARIABLES)
 
 
+_ALONE = threading.local()
+
+
 def topology() -> Topology:
-    """This process's :class:`Topology` (world size 1 outside a process group)."""
-    if not (dist.is_available() and dist.is_initialized()):
+    """This process's :class:`Topology` (world size 1 outside a process group or inside :func:`local`)."""
+    if not (dist.is_available() and dist.is_initialized()) or getattr(_ALONE, "depth", 0):
         return Topology()
     local_rank = int(os.environ.get("LOCAL_RANK", dist.get_rank()))
-    return Topology(world_size=dist.get_world_size(), rank=dist.get_rank(), local_rank=local_rank)
+    return Topology(
+        world_size=dist.get_world_size(), rank=dist.get_rank(), local_rank=local_rank, active=True
+    )
+
+
+@contextlib.contextmanager
+def local() -> Iterator[None]:
+    """Run the block as if this process were alone: nothing inside is sharded or exchanged.
+
+    Sharded functions (AIS, RAISE, the tempered estimators, the plain sampler, training) are
+    collectives in a process group: every process must call them, in the same order. Work that
+    one process does by itself — rank 0 drawing samples for a report or for TensorBoard, a
+    scikit-learn estimator — goes inside ``with distributed.local():`` and runs unsharded there.
+    """
+    _ALONE.depth = getattr(_ALONE, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _ALONE.depth -= 1
 
 
 def init_from_environment(*, timeout_s: float | None = None, backend: str | None = None) -> Topology:
@@ -120,13 +148,20 @@ def init_from_environment(*, timeout_s: float | None = None, backend: str | None
     if not dist.is_available():
         raise DistributedError("this PyTorch build has no torch.distributed; run without torchrun")
     if timeout_s is None:
-        timeout_s = float(os.environ.get("BOLTZLAB_DIST_TIMEOUT", DEFAULT_TIMEOUT_S))
+        text = os.environ.get("BOLTZLAB_DIST_TIMEOUT", str(DEFAULT_TIMEOUT_S))
+        try:
+            timeout_s = float(text)
+        except ValueError:
+            raise DistributedError(
+                f"BOLTZLAB_DIST_TIMEOUT must be a number of seconds, got {text!r}"
+            ) from None
     cuda = torch.cuda.is_available()
     backend = backend or ("nccl" if cuda else "gloo")
-    if backend == "nccl":
-        # NCCL needs each process bound to its own GPU before the group forms.
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     try:
+        if backend == "nccl":
+            # NCCL needs each process bound to its own GPU before the group forms (the same
+            # device as default_device: more processes than GPUs share them round-robin).
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
         dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout_s))
     except (RuntimeError, ValueError) as error:
         raise DistributedError(
@@ -139,9 +174,9 @@ def init_from_environment(*, timeout_s: float | None = None, backend: str | None
 
 def default_device() -> torch.device:
     """``cuda:LOCAL_RANK`` in a process group when CUDA is present, else the CPU."""
-    here = topology()
-    if here.active and torch.cuda.is_available():
-        return torch.device("cuda", here.local_rank % torch.cuda.device_count())
+    if dist.is_available() and dist.is_initialized() and torch.cuda.is_available():
+        local_rank = int(os.environ.get("LOCAL_RANK", dist.get_rank()))
+        return torch.device("cuda", local_rank % torch.cuda.device_count())
     return torch.device("cpu")
 
 
@@ -226,6 +261,33 @@ def shard(
     )
 
 
+def shared_seed(generator: torch.Generator, what: str = "seed of the chain blocks") -> int:
+    """One draw of ``generator`` that seeds the block streams, checked to be the same on every process."""
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
+    return agree(seed, what)
+
+
+def shard_chains(
+    chains: Chains, generator: torch.Generator, *, n_blocks: int | None = None
+) -> tuple[Chains, Shard]:
+    """This process's blocks of ``chains`` (drawn alike on every process) and its :class:`Shard`.
+
+    The shard's ``generator`` (a :class:`~boltzlab.rng.BlockGenerator`) is what these chains
+    move with; :func:`gather_chains` puts every process's chains back together.
+    """
+    part = shard(chains.n_chains, seed=shared_seed(generator), n_blocks=n_blocks, device=chains.beta.device)
+    rows = slice(part.start, part.stop)
+    return Chains(layers=tuple(layer[rows] for layer in chains.layers), beta=chains.beta[rows]), part
+
+
+def gather_chains(chains: Chains) -> Chains:
+    """Every process's chains, in block order (a collective; the identity outside a group)."""
+    return Chains(
+        layers=tuple(gather_rows(layer, what="gathering the chains") for layer in chains.layers),
+        beta=gather_rows(chains.beta, what="gathering the chains"),
+    )
+
+
 def finish(code: int = 0) -> None:
     """End a process-group run: wait for every process, destroy the group, exit with ``code``.
 
@@ -265,7 +327,7 @@ def example_streams(
     ``generator`` that every process checks it shares; gather the per-example results with
     :func:`gather_rows`.
     """
-    seed = agree(int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device)), "seed")
+    seed = shared_seed(generator, "seed of the example blocks")
     part = shard(data.shape[0], seed=seed, n_blocks=n_blocks, device=data.device)
     streams, row = [], part.start
     for block, size in zip(part.blocks, part.sizes, strict=True):

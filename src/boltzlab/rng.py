@@ -33,6 +33,7 @@ __all__ = [
     "make_generator",
     "rand",
     "randint",
+    "randn",
     "resolve_generator",
     "sample_bernoulli",
     "set_state",
@@ -188,6 +189,20 @@ def rand(
     return torch.rand(shape, generator=generator, dtype=dtype, device=device)
 
 
+def randn(
+    shape: tuple[int, ...], *, generator: torch.Generator, dtype: torch.dtype, device: torch.device | str
+) -> Tensor:
+    """``torch.randn(shape)``, drawn block by block (rows = chains) for a :class:`BlockGenerator`."""
+    if isinstance(generator, BlockGenerator):
+        return torch.cat(
+            [
+                torch.randn((size, *shape[1:]), generator=g, dtype=dtype, device=device)
+                for g, size in zip(generator.generators, generator.rows_of(shape), strict=True)
+            ]
+        )
+    return torch.randn(shape, generator=generator, dtype=dtype, device=device)
+
+
 def randint(
     high: int, shape: tuple[int, ...], *, generator: torch.Generator, device: torch.device | str
 ) -> Tensor:
@@ -335,9 +350,13 @@ class BlockGenerator:
         for generator, size in zip(self.generators, self.sizes, strict=True):
             length = size * per_row
             if length:
-                part = uniform_buffer(length, dtype=buffer.dtype, device=buffer.device)
-                fill_centered_uniform_(part, generator=generator)
-                buffer[start : start + length].copy_(part[:length])
+                part = buffer[start : start + length]
+                if start % 2 == 0 and length % 2 == 0:
+                    # 64-bit aligned and whole words: filled in place, no allocation.
+                    fill_centered_uniform_(part, generator=generator)
+                else:
+                    scratch = uniform_buffer(length, dtype=buffer.dtype, device=buffer.device)
+                    part.copy_(fill_centered_uniform_(scratch, generator=generator)[:length])
             start += length
         return buffer
 

@@ -436,6 +436,11 @@ def sample(
     n_sweeps = check_positive_int(n_sweeps, "n_sweeps")
     generator = resolve_generator(generator, model.device)
     op = operator_registry.get(operator, **(operator_params or {}))
+    blocks = options.pop("blocks", None)
+    if blocks is not None and sampler != "plain":
+        raise ValidationError(
+            f"blocks= applies to the plain sampler; the {sampler!r} scheme runs whole on every process"
+        )
     if sampler in schemes():
         if not (isinstance(init, str) and init == "base"):
             raise ValidationError(
@@ -451,7 +456,6 @@ def sample(
             **options,
         )
     chains = initial_chains(model, n_chains, init=init, generator=generator)
-    blocks = options.pop("blocks", None)
     if sampler == "plain" and (blocks is not None or distributed.topology().active):
         return _sample_plain_sharded(model, op, chains, n_sweeps, generator, blocks, options)
     return _SAMPLERS.get(sampler)(
@@ -471,20 +475,11 @@ def _sample_plain_sharded(
     """The plain sampler with the chains cut into blocks, each with its own random stream; in a
     process group each process runs whole blocks and the results are gathered in chain order
     (docs/architecture.md, "Scaling out"). The starting states are drawn alike on every process."""
-    seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
-    distributed.agree(seed, "seed of the chain blocks")
-    part = distributed.shard(chains.n_chains, seed=seed, n_blocks=blocks, device=model.device)
-    local = Chains(
-        layers=tuple(layer[part.start : part.stop] for layer in chains.layers),
-        beta=chains.beta[part.start : part.stop],
-    )
+    local, part = distributed.shard_chains(chains, generator, n_blocks=blocks)
     result = sample_plain(
         model, operator=operator, chains=local, n_sweeps=n_sweeps, generator=part.generator, **options
     )  # type: ignore[arg-type]  # the block generator is accepted wherever rng draws
-    gathered = Chains(
-        layers=tuple(distributed.gather_rows(layer) for layer in result.chains.layers),
-        beta=distributed.gather_rows(result.chains.beta),
-    )
+    gathered = distributed.gather_chains(result.chains)
     samples, energies = result.samples, result.energies
     flip_rate = result.info.flip_rate * (part.rows / chains.n_chains)
     return SampleResult(

@@ -37,6 +37,8 @@ def ais() -> dict:
         "stderr": result.stderr,
         "exact": bl.exact_log_z(model),
         "final_visible": result.info.final_chains.layers[0].cpu(),
+        "lower_bound": (result.lower_bound.log_z, result.lower_bound.n_states, result.lower_bound.n_draws),
+        "reliable": result.reliable,
     }
 
 
@@ -140,7 +142,15 @@ def training(algorithm: str, *, n_updates: int = 20, checkpoints: str | None = N
     }
 
 
+def train_different_seeds() -> dict:
+    model, data = tiny_model()
+    bl.train(model, data, algorithm="pcd", batch_size=20, n_chains=16, n_updates=5,
+             generator=distributed.topology().rank, snapshots=None)  # fmt: skip
+    return {}
+
+
 SCENARIOS = {
+    "train_different_seeds": train_different_seeds,
     "dbm_likelihood": dbm_likelihood,
     "plain_sampling": plain_sampling,
     "rts": rts,

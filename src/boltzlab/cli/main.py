@@ -169,8 +169,9 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"error: {_message(error)}", err=True)
         sys.exit(EXIT_ERROR)
     if not here.is_main:
+        # Progress bars check topology().is_main themselves (tqdm reads its environment only
+        # when imported, which has happened by now).
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115  # for the life of the process
-        os.environ["TQDM_DISABLE"] = "1"
         warnings.simplefilter("ignore")
     try:
         returned = cli.main(args=argv, prog_name="boltzlab", standalone_mode=not here.active)
@@ -183,6 +184,10 @@ def main(argv: list[str] | None = None) -> None:
         distributed.exit_now(EXIT_INTERRUPTED)
     code = returned if isinstance(returned, int) else 0
     if here.active:
-        distributed.finish(code)  # does not return
+        try:
+            distributed.finish(code)  # does not return
+        except BoltzlabError as error:  # another rank failed after this one finished its part
+            click.echo(f"rank {here.rank}: error: {_message(error)}", err=True)
+            distributed.exit_now(EXIT_ERROR)
     if code:
         sys.exit(code)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from boltzlab.cli.common import command_options, report_written
+from boltzlab.cli.common import command_options, one_process_only, report_written
 
 __all__ = ["report"]
 
@@ -48,5 +48,7 @@ def report(run_dir: Path, out: Path | None, seed: int) -> None:
     """Write one self-contained HTML page of a run: configuration, curves, samples, tempering,
     log Z with verdicts, timings."""
     from boltzlab.cli.run_report import write_report  # here: matplotlib stays out of `boltzlab --help`
+
+    one_process_only("report")
 
     report_written([write_report(run_dir, seed=seed, out=out)])

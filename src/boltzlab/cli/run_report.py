@@ -30,6 +30,7 @@ from typing import Any
 import click
 
 import boltzlab
+from boltzlab import distributed
 from boltzlab.cli.common import (
     choose_threads,
     describe_model,
@@ -324,6 +325,10 @@ def build_report(run_dir: str | Path, *, seed: int = 0) -> ReportPage:
 
 
 def write_report(run_dir: str | Path, *, seed: int = 0, out: str | Path | None = None) -> Path:
-    """Build the report of ``run_dir`` and write it to ``out`` (default ``run_dir/report.html``)."""
-    page = build_report(run_dir, seed=seed)
+    """Build the report of ``run_dir`` and write it to ``out`` (default ``run_dir/report.html``).
+
+    Under torchrun only rank 0 calls it, so whatever it samples runs unsharded (``distributed.local``).
+    """
+    with distributed.local():
+        page = build_report(run_dir, seed=seed)
     return write_page(page, Path(run_dir) / REPORT_FILE if out is None else out)

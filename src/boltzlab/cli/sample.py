@@ -217,7 +217,9 @@ def _run_plain(model: Any, options: dict[str, Any], operator: Operator) -> tuple
     chains: Any = "base"
     kept, flip_rates = [], []
     done = 0
-    with tqdm(total=n_sweeps, desc="sampling", unit="sweep") as bar:
+    with tqdm(
+        total=n_sweeps, desc="sampling", unit="sweep", disable=not distributed.topology().is_main
+    ) as bar:
         while done < n_sweeps:
             length = min(chunk, n_sweeps - done)
             result = sampling.sample(
@@ -356,10 +358,10 @@ def sample(model_path: Path, as_json: bool, **options: Any) -> None:
         if adaptation is not None:
             echo(describe_adaptation(adaptation))
     seconds = time.perf_counter() - started
-    if not distributed.topology().is_main:
-        return  # under torchrun, rank 0 alone draws and writes
     if samples is None:
         raise ValidationError(f"the {options['sampler']} sampler kept no samples; check --keep-every")
+    if not distributed.topology().is_main:
+        return  # under torchrun, rank 0 alone draws and writes
     title = (
         f"{options['sampler']} sampler, {options['operator']} sweeps: {samples.shape[1]} chains, "
         f"a sample every {options['keep_every']} sweeps"

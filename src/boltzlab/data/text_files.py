@@ -150,11 +150,31 @@ def require_binary_text(path: Path, data: TextData) -> None:
 
 def looks_like_svmlight(path: Path) -> bool:
     """Whether the first non-blank lines hold svmlight ``index:value`` tokens (after the target)."""
-    for _, line in _content_lines(path, limit=_SAMPLE_LINES):
+    for line in _first_lines(path, _SAMPLE_LINES):
         tokens = line.split("#", 1)[0].split()
         if any(_SVMLIGHT_TOKEN.match(token) for token in tokens[1:]):
             return True
     return False
+
+
+def _first_lines(path: Path, limit: int) -> list[str]:
+    """Up to ``limit`` non-blank, non-comment lines, read as a stream (a sniff, not a parse: the
+    whole file is read only by the reader that is chosen)."""
+    require_nonempty_file(path, "a delimited text file (one example per line)")
+    with path.open("rb") as probe:
+        gzipped = probe.read(2) == _GZIP_MAGIC
+    lines: list[str] = []
+    try:
+        opener = gzip.open if gzipped else open
+        with opener(path, "rt", encoding="utf-8-sig", errors="replace") as handle:
+            for line in handle:
+                if line.strip() and not line.lstrip().startswith("#"):
+                    lines.append(line)
+                    if len(lines) >= limit:
+                        break
+    except (OSError, EOFError, zlib.error) as error:
+        raise DataError(f"{path}: unreadable ({error}); write or fetch the file again") from None
+    return lines
 
 
 def _content_lines(path: Path, limit: int | None = None) -> list[tuple[int, str]]:

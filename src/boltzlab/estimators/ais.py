@@ -372,8 +372,7 @@ def _anneal_sharded(
     that they agree on it. Weights and final chains are concatenated in block order; the ESS
     sums are combined by ``logsumexp`` in rank order.
     """
-    seed = int(torch.randint(0, 2**62, (1,), generator=start.generator, device=start.generator.device))
-    distributed.agree(seed, "seed of the chain blocks")
+    seed = distributed.shared_seed(start.generator)
     part = distributed.shard(n_chains, seed=seed, n_blocks=blocks, device=model.device)
     assert part.generator is not None  # shard() gives every rank at least one block
     log_weights, sums, chains = _anneal(
@@ -388,6 +387,4 @@ def _anneal_sharded(
     log_weights = distributed.gather_rows(log_weights, what="gathering the AIS weights")
     if sums is not None:
         sums = torch.logsumexp(torch.stack(distributed.all_gather(sums, what="gathering the ESS trace")), 0)
-    gathered = [distributed.gather_rows(layer, what="gathering the final chains") for layer in chains.layers]
-    beta = distributed.gather_rows(chains.beta, what="gathering the final chains")
-    return log_weights, sums, Chains(layers=tuple(gathered), beta=beta)
+    return log_weights, sums, distributed.gather_chains(chains)

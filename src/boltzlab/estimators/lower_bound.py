@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 from torch.nn.functional import softplus
 
+from boltzlab import distributed
 from boltzlab.chains import Chains
 from boltzlab.models.rbm import RBM
 from boltzlab.operators import resolve
@@ -263,6 +264,12 @@ def visited_states(
         else:
             chains = model.init_chains(n_chains, generator=generator).with_beta(1.0)
             started_from = "base"
+        all_chains, part = chains.n_chains, None
+        if distributed.topology().active:
+            # Under torchrun each process runs its blocks of the chains (docs/architecture.md,
+            # "Scaling out"); the starts above were drawn alike on every process.
+            chains, part = distributed.shard_chains(chains, generator)
+            generator = part.generator  # type: ignore[assignment]  # rng duck-types it
         codes = [pack_rows(chains.layers[index])]
         for _ in range(n_sweeps):
             chains, _info = transition.step(model, chains, generator=generator)
@@ -271,15 +278,26 @@ def visited_states(
                 # Collapse to distinct rows with their counts now and then, so memory stays
                 # proportional to the distinct states rather than to chains × sweeps.
                 codes = [_collapse(codes)]
+        if part is not None:
+            gathered = distributed.all_gather(_collapse(codes).cpu(), what="gathering the visited states")
+            codes = [block.to(model.device) for block in gathered]
         distinct, counts = _distinct_with_counts(codes)
         units = model.n_hidden if layer == "hidden" else model.n_visible
+        mine = distinct
+        if part is not None:  # each process sums out its share of the states
+            shares = distributed.block_sizes(distinct.shape[0], distributed.topology().world_size)
+            start = sum(shares[: distributed.topology().rank])
+            mine = distinct[start : start + shares[distributed.topology().rank]]
         # Unpacked a block at a time: 200,000 distinct states of 500 units would be 0.8 GB.
         log_f = torch.cat(
             [
                 log_f_layer(model, _unpack_rows(chunk, units, torch.float64), layer)
-                for chunk in distinct.split(16384)
+                for chunk in mine.split(16384)
             ]
+            or [torch.empty(0, dtype=torch.float64, device=model.device)]
         )
+        if part is not None:
+            log_f = distributed.gather_rows(log_f, what="gathering the visited states' log f")
     return VisitedStates(
         layer=layer,
         codes=distinct,
@@ -287,7 +305,7 @@ def visited_states(
         log_f=log_f,
         counts=counts,
         started_from=started_from,
-        cost_sweeps=chains.n_chains * n_sweeps,
+        cost_sweeps=all_chains * n_sweeps,
     )
 
 

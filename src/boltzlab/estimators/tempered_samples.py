@@ -376,6 +376,10 @@ def collect_tempered_samples(
 
     all_chains, shard_rows = n_chains, None
     if blocks is not None or distributed.topology().active:
+        if start is not None and start.chains.n_chains != n_chains:
+            raise ValidationError(
+                f"start holds {start.chains.n_chains} chains; expected n_chains={n_chains} (all processes' chains)"
+            )
         generator, shard_rows = shard_chains(n_chains, blocks, generator, model.device)
         n_chains = shard_rows[1] - shard_rows[0]
         if start is not None:
@@ -446,10 +450,7 @@ def collect_tempered_samples(
         recorder.densities = gather_chain_statistic(recorder.densities)
         recorder.density_levels = gather_chain_statistic(recorder.density_levels)
         trips.passages = distributed.gather_rows(trips.passages, what="gathering the round trips")
-        chains = Chains(
-            layers=tuple(distributed.gather_rows(layer) for layer in chains.layers),
-            beta=distributed.gather_rows(chains.beta),
-        )
+        chains = distributed.gather_chains(chains)
         levels = distributed.gather_rows(levels)
         n_chains = all_chains
     # Drop the blocks of initial iterations that the stopping rule skipped.

@@ -205,9 +205,9 @@ def shard_chains(
     n_chains: int, blocks: int | None, generator: torch.Generator, device: torch.device
 ) -> tuple[torch.Generator, tuple[int, int]]:
     """This process's block streams (from one shared draw of ``generator``) and its chain rows."""
-    seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device))
-    distributed.agree(seed, "seed of the chain blocks")
-    part = distributed.shard(n_chains, seed=seed, n_blocks=blocks, device=device)
+    part = distributed.shard(
+        n_chains, seed=distributed.shared_seed(generator), n_blocks=blocks, device=device
+    )
     return part.generator, (part.start, part.stop)  # type: ignore[return-value]  # rng duck-types it
 
 

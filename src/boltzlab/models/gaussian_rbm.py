@@ -64,7 +64,7 @@ from boltzlab.models.gaussian_rbm_exact import (
     hidden_quadratic_form,
 )
 from boltzlab.models.parameters import check_dtype
-from boltzlab.rng import resolve_generator, sample_bernoulli
+from boltzlab.rng import randn, resolve_generator, sample_bernoulli
 from boltzlab.validation import as_real_tensor, require
 
 __all__ = ["GaussianConditional", "GaussianRBM", "as_real_tensor"]
@@ -379,8 +379,8 @@ class GaussianRBM(BipartiteModel, nn.Module):
         """
         if index == 0:
             conditional = self.visible_conditional(layers[1], beta)
-            noise = torch.randn(
-                conditional.mean.shape, generator=generator, dtype=self.dtype, device=self.device
+            noise = randn(
+                tuple(conditional.mean.shape), generator=generator, dtype=self.dtype, device=self.device
             )
             return noise.mul_(conditional.std).add_(conditional.mean)
         return sample_bernoulli(
@@ -424,9 +424,7 @@ class GaussianRBM(BipartiteModel, nn.Module):
     # ------------------------------------------------------------------ chains
     def _base_visible(self, n_chains: int, generator: torch.Generator) -> Tensor:
         """``n_chains`` exact draws ``v ~ N(μ, s²)`` from the base; shape ``(n_chains, n_visible)``."""
-        noise = torch.randn(
-            (n_chains, self.n_visible), generator=generator, dtype=self.dtype, device=self.device
-        )
+        noise = randn((n_chains, self.n_visible), generator=generator, dtype=self.dtype, device=self.device)
         return noise.mul_(self.base_std).add_(self.base_mean)
 
     # ------------------------------------------------------------------ enumeration

@@ -37,7 +37,7 @@ from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, chains_at
 from boltzlab.models.parameters import check_dtype
 from boltzlab.models.toy_exact import MixtureParameters, exact_log_z, sample_line_coordinates
-from boltzlab.rng import resolve_generator
+from boltzlab.rng import randn, resolve_generator
 from boltzlab.validation import check_positive_int, check_probability, require
 
 __all__ = ["GaussianMixtureFamily"]
@@ -365,9 +365,7 @@ class GaussianMixtureFamily(nn.Module):
         """
         n_chains = check_positive_int(n_chains, "n_chains")
         generator = resolve_generator(generator, self.device)
-        x = torch.randn(
-            n_chains, self.dimension, generator=generator, dtype=torch.float64, device=self.device
-        )
+        x = randn((n_chains, self.dimension), generator=generator, dtype=torch.float64, device=self.device)
         return chains_at(((x * self.base_std).to(self.dtype),), beta)
 
     def sample_exact(

@@ -139,11 +139,7 @@ class LayerwiseOperator(ABC):
         # are compiled: traced in-place updates on a clone were miscompiled on one thread
         # (the mixture's kernel drew P(1) wrong; docs/performance.md).
         # A BlockGenerator (chains sharded by block) has no single counter key: unfused path.
-        if (
-            _has_own_threshold(type(self))
-            and isinstance(generator, torch.Generator)
-            and uses_fused(logits)
-        ):
+        if _has_own_threshold(type(self)) and isinstance(generator, torch.Generator) and uses_fused(logits):
             new = fused_sample(self, logits, current, generator=generator)
             if new is not None:
                 return new

@@ -41,6 +41,7 @@ from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, TemperedModel
 from boltzlab.operators.base import StepInfo, register
+from boltzlab.rng import rand, randn
 from boltzlab.validation import check_chains_match, check_positive_int
 
 __all__ = ["HMCInfo", "HMCOperator", "PhasePoint", "leapfrog"]
@@ -311,7 +312,7 @@ class HMCOperator:
             )
         step_size = self.step_sizes(model, beta)
 
-        momentum = torch.randn(position.shape, generator=generator, dtype=dtype, device=device) * mass.sqrt()
+        momentum = randn(tuple(position.shape), generator=generator, dtype=dtype, device=device) * mass.sqrt()
         start = PhasePoint(
             position=position, momentum=momentum, gradient=gradient_log_f(model, position, beta)
         )
@@ -329,7 +330,7 @@ class HMCOperator:
             - model.log_f(chains.layers, beta)
             + kinetic_start
         )
-        uniform = torch.rand(log_ratio.shape, generator=generator, dtype=torch.float64, device=device)
+        uniform = rand(tuple(log_ratio.shape), generator=generator, dtype=torch.float64, device=device)
         # NaN (a diverged trajectory) compares False: rejected, never propagated.
         accepted = torch.log(uniform) < log_ratio
         new_position = torch.where(accepted[:, None], end.position, position)

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from boltzlab import distributed
 from boltzlab.estimators import LogZEstimate, estimate_log_z
 from boltzlab.models import RBM
 from boltzlab.rng import make_generator
@@ -65,4 +66,5 @@ def estimate_for(
     options = dict(params or {})
     if method != "exact":
         options.setdefault("check_data", anchor_rows.to(model.device, model.dtype))
-    return estimate_log_z(model, method, generator=make_generator(seed, model.device), **options)
+    with distributed.local():  # a scikit-learn estimator is one process's object, even under torchrun
+        return estimate_log_z(model, method, generator=make_generator(seed, model.device), **options)

@@ -23,7 +23,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from boltzlab import operators
+from boltzlab import distributed, operators
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import LogZEstimate
 from boltzlab.models import RBM
@@ -418,16 +418,17 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
             generator = self._generator()
         else:
             generator = make_generator(int(check_random_state(random_state).randint(0, 2**31 - 1)), device)
-        result = sample_model(
-            self.model_,
-            sampler=sampler,
-            operator=self.operator,
-            operator_params=self.operator_params,
-            n_chains=n_samples,
-            n_sweeps=n_sweeps,
-            generator=generator,
-            **options,
-        )
+        with distributed.local():  # a scikit-learn estimator is one process's object
+            result = sample_model(
+                self.model_,
+                sampler=sampler,
+                operator=self.operator,
+                operator_params=self.operator_params,
+                n_chains=n_samples,
+                n_sweeps=n_sweeps,
+                generator=generator,
+                **options,
+            )
         if own:
             self._rng_state = get_state(generator)
         return result.chains.layers[0].cpu().numpy() > 0.5

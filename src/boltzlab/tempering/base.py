@@ -32,7 +32,7 @@ from torch import Tensor
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, TemperedModel
-from boltzlab.rng import sample_bernoulli
+from boltzlab.rng import rand, sample_bernoulli
 from boltzlab.validation import check_chains_match
 
 __all__ = [
@@ -64,7 +64,7 @@ def metropolis_accept(log_ratio: Tensor, *, generator: torch.Generator) -> Tenso
     ``accept = log(u) < log_ratio`` with ``u ~ U(0, 1)``; NaN ratios are rejected (a broken
     proposal must not poison the chain). Shape and device of ``log_ratio``.
     """
-    uniform = torch.rand(log_ratio.shape, generator=generator, dtype=torch.float64, device=log_ratio.device)
+    uniform = rand(tuple(log_ratio.shape), generator=generator, dtype=torch.float64, device=log_ratio.device)
     ratio = torch.nan_to_num(log_ratio.to(torch.float64), nan=-torch.inf)
     return torch.log(uniform) < ratio
 

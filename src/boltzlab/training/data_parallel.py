@@ -21,7 +21,8 @@ CAST) and FPCD are refused with a message rather than run with a wrong split.
 
 from __future__ import annotations
 
-import dataclasses
+import hashlib
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,10 +84,24 @@ class DataParallel:
     def full_state(self, state: Any) -> Any:
         """The phase state with every rank's chains, in block order (a collective: all ranks call it)."""
         if isinstance(state, PersistentState):
-            return PersistentState(chains=_gather(state.chains))
+            return PersistentState(chains=distributed.gather_chains(state.chains))
         if isinstance(state, CDState) and state.chains is not None:
-            return CDState(chains=_gather(state.chains))
+            return CDState(chains=distributed.gather_chains(state.chains))
         return state
+
+    def check_agreement(self, model: Any, data_fingerprint: Any, generator: torch.Generator) -> None:
+        """Refuse to train unless every process holds the same parameters, data and generator state.
+
+        Processes started with different seeds (or data, or model files) would otherwise
+        train apart silently: each averages its gradient with the others' but applies it to its
+        own parameters, and only rank 0's model is saved.
+        """
+        digest = hashlib.sha256(repr(data_fingerprint).encode())
+        for tensor in [*model.state_dict().values(), generator.get_state()]:
+            digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+        distributed.agree(
+            digest.hexdigest()[:16], "model parameters, training data and seed at the start of training"
+        )
 
     def average_gradients_(self, parameters: list[Tensor]) -> None:
         """Replace every ``.grad`` by its mean over the processes (one all-reduce of a flat buffer)."""
@@ -106,11 +121,6 @@ def _rows(chains: Chains, start: int, stop: int) -> Chains:
     return Chains(layers=tuple(layer[start:stop] for layer in chains.layers), beta=chains.beta[start:stop])
 
 
-def _gather(chains: Chains) -> Chains:
-    layers = tuple(distributed.gather_rows(layer, what="gathering the chains") for layer in chains.layers)
-    return dataclasses.replace(chains, layers=layers, beta=distributed.gather_rows(chains.beta))
-
-
 def plan_data_parallel(
     phase: Any, *, batch_size: int, n_chains: int, chain_blocks: int | None
 ) -> DataParallel | None:
@@ -124,7 +134,11 @@ def plan_data_parallel(
     here = distributed.topology()
     if not here.active:
         if chain_blocks is not None:
-            raise ValidationError("chain_blocks applies to data-parallel training under torchrun only")
+            # Not an error: a run started under torchrun with --chain-blocks may resume in one process.
+            warnings.warn(
+                f"chain_blocks={chain_blocks} is ignored: it applies to data-parallel training under torchrun",
+                stacklevel=3,
+            )
         return None
     world = here.world_size
     if type(phase) not in (ContrastiveDivergence, PersistentContrastiveDivergence):

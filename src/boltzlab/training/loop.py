@@ -341,6 +341,8 @@ class TrainingLoop:
         self.started = time.perf_counter()
         try:
             with torch.no_grad():  # parameters are moved by hand-written gradients, never by autograd
+                if self.parallel is not None:
+                    self.parallel.check_agreement(self._model, data_fingerprint(self._data), self.generator)
                 for callback in self.callbacks:
                     callback.on_train_begin(self)
                 if not self.resumed:

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from boltzlab import distributed
 from boltzlab.errors import BoltzlabError
 from boltzlab.rng import make_generator
 from boltzlab.sampling import sample
@@ -172,7 +173,8 @@ class TensorBoardLogger(Callback):
 
     def _samples(self, model: Any) -> Tensor:
         """The logger's chains after ``sample_sweeps`` more Gibbs sweeps, tiled."""
-        with torch.no_grad():
+        # Under torchrun only rank 0 logs: its samples must not wait for the other processes.
+        with torch.no_grad(), distributed.local():
             result = sample(
                 model,
                 n_chains=self.n_images,
