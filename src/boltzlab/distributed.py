@@ -312,8 +312,9 @@ def exit_now(code: int) -> None:
     """
     import sys
 
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        if stream is not None:
+            stream.flush()
     os._exit(code)
 
 

@@ -168,26 +168,28 @@ def main(argv: list[str] | None = None) -> None:
     except BoltzlabError as error:
         click.echo(f"error: {_message(error)}", err=True)
         sys.exit(EXIT_ERROR)
+    errors = sys.stderr  # where this process's error lines go, whatever the rank
     if not here.is_main:
-        # Progress bars check topology().is_main themselves (tqdm reads its environment only
-        # when imported, which has happened by now).
+        # Results, notes, progress bars and warnings come from rank 0 alone; the other ranks
+        # keep only their error lines (prefixed with the rank).
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115  # for the life of the process
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115
         warnings.simplefilter("ignore")
     try:
         returned = cli.main(args=argv, prog_name="boltzlab", standalone_mode=not here.active)
     except click.ClickException as error:
         prefix = f"rank {here.rank}: " if not here.is_main else ""
-        click.echo(f"{prefix}error: {error.format_message()}", err=True)
+        click.echo(f"{prefix}error: {error.format_message()}", file=errors)
         distributed.exit_now(error.exit_code)  # the group may be broken: no clean shutdown
     except click.Abort:
-        click.echo("aborted", err=True)
+        click.echo("aborted", file=errors)
         distributed.exit_now(EXIT_INTERRUPTED)
     code = returned if isinstance(returned, int) else 0
     if here.active:
         try:
             distributed.finish(code)  # does not return
         except BoltzlabError as error:  # another rank failed after this one finished its part
-            click.echo(f"rank {here.rank}: error: {_message(error)}", err=True)
+            click.echo(f"rank {here.rank}: error: {_message(error)}", file=errors)
             distributed.exit_now(EXIT_ERROR)
     if code:
         sys.exit(code)
