@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -175,46 +176,42 @@ def centered_uniform(
     return buffer[:numel].view(shape)
 
 
+def _per_block(draw: Any, shape: tuple[int, ...], generator: Any, **options: Any) -> Tensor:
+    """``draw(shape, generator=generator, **options)``; for a :class:`BlockGenerator`, each block's
+    rows (the first dimension: chains) from that block's stream, concatenated."""
+    if isinstance(generator, BlockGenerator):
+        return torch.cat(
+            [
+                draw((size, *shape[1:]), generator=g, **options)
+                for g, size in zip(generator.generators, generator.rows_of(shape), strict=True)
+            ]
+        )
+    return draw(shape, generator=generator, **options)
+
+
 def rand(
     shape: tuple[int, ...], *, generator: torch.Generator, dtype: torch.dtype, device: torch.device | str
 ) -> Tensor:
     """``torch.rand(shape)``, drawn block by block (rows = chains) for a :class:`BlockGenerator`."""
-    if isinstance(generator, BlockGenerator):
-        return torch.cat(
-            [
-                torch.rand((size, *shape[1:]), generator=g, dtype=dtype, device=device)
-                for g, size in zip(generator.generators, generator.rows_of(shape), strict=True)
-            ]
-        )
-    return torch.rand(shape, generator=generator, dtype=dtype, device=device)
+    return _per_block(torch.rand, shape, generator, dtype=dtype, device=device)
 
 
 def randn(
     shape: tuple[int, ...], *, generator: torch.Generator, dtype: torch.dtype, device: torch.device | str
 ) -> Tensor:
     """``torch.randn(shape)``, drawn block by block (rows = chains) for a :class:`BlockGenerator`."""
-    if isinstance(generator, BlockGenerator):
-        return torch.cat(
-            [
-                torch.randn((size, *shape[1:]), generator=g, dtype=dtype, device=device)
-                for g, size in zip(generator.generators, generator.rows_of(shape), strict=True)
-            ]
-        )
-    return torch.randn(shape, generator=generator, dtype=dtype, device=device)
+    return _per_block(torch.randn, shape, generator, dtype=dtype, device=device)
 
 
 def randint(
     high: int, shape: tuple[int, ...], *, generator: torch.Generator, device: torch.device | str
 ) -> Tensor:
     """``torch.randint(high, shape)`` (int64), drawn block by block for a :class:`BlockGenerator`."""
-    if isinstance(generator, BlockGenerator):
-        return torch.cat(
-            [
-                torch.randint(high, (size, *shape[1:]), generator=g, device=device)
-                for g, size in zip(generator.generators, generator.rows_of(shape), strict=True)
-            ]
-        )
-    return torch.randint(high, shape, generator=generator, device=device)
+
+    def draw(size: tuple[int, ...], **options: Any) -> Tensor:
+        return torch.randint(high, size, **options)
+
+    return _per_block(draw, shape, generator, device=device)
 
 
 def sample_bernoulli(probability: Tensor, *, generator: torch.Generator) -> Tensor:

@@ -25,6 +25,7 @@ from boltzlab import distributed
 from boltzlab.cli.json_output import json_ready
 from boltzlab.errors import DataError
 from boltzlab.io import write_atomic
+from boltzlab.training.callbacks import CSVLogger
 from boltzlab.training.state import TrainRecord
 
 __all__ = [
@@ -38,15 +39,9 @@ __all__ = [
 
 METRICS_FILE = "metrics.csv"
 EVALUATION_FILE = "evaluation.json"
-_INTEGER_FIELDS = ("update", "epoch")
-_FLOAT_FIELDS = (
-    "learning_rate",
-    "time",
-    "reconstruction_error",
-    "log_z",
-    "train_log_likelihood",
-    "validation_log_likelihood",
-)
+# The columns CSVLogger writes: the first two are counts, the rest real numbers.
+_INTEGER_FIELDS = CSVLogger.COLUMNS[:2]
+_FLOAT_FIELDS = CSVLogger.COLUMNS[2:]
 # What a row of evaluation.json must hold for the report's table.
 _ROW_KEYS = ("method", "log_z", "stderr", "reliable")
 
