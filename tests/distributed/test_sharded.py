@@ -164,15 +164,17 @@ def test_one_process_blocks_match_the_unsharded_estimate_statistically():
 @pytest.fixture(scope="module")
 def ais_runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ais")
-    return {world: run_group("ais", world, tmp) for world in (1, 2)}
+    return {world: run_group("ais", world, tmp) for world in (1, 2, 4)}
 
 
 @pytest.mark.slow
-def test_sharded_ais_same_weights_on_one_and_two_processes(ais_runs):
+def test_sharded_ais_same_weights_on_one_two_and_four_processes(ais_runs):
     for world, (outcomes, _) in ais_runs.items():
         assert all(o.returncode == 0 for o in outcomes), (world, [o.stderr[-2000:] for o in outcomes])
-    one, two = ais_runs[1][1], ais_runs[2][1]
-    assert one["world_size"] == 1 and two["world_size"] == 2
+    one, two, four = ais_runs[1][1], ais_runs[2][1], ais_runs[4][1]
+    assert one["world_size"] == 1 and two["world_size"] == 2 and four["world_size"] == 4
+    assert torch.equal(one["log_weights"], four["log_weights"])  # 8 blocks: 2 per process
+    assert one["lower_bound"] == four["lower_bound"]
     assert torch.equal(one["log_weights"], two["log_weights"])
     assert torch.equal(one["final_visible"], two["final_visible"])
     assert one["log_z"] == two["log_z"] and one["stderr"] == two["stderr"]
