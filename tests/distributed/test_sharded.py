@@ -272,6 +272,16 @@ def test_demo_under_torchrun_is_refused_on_every_rank(tmp_path):
 
 
 @pytest.mark.slow
+def test_tempered_training_under_torchrun_is_refused_before_writing(tmp_path):
+    out = tmp_path / "pt"
+    done = _torchrun("train", "--data", "bars-and-stripes", "--hidden", "4", "--algorithm", "pt",
+                     "--updates", "5", "--out", str(out))  # fmt: skip
+    assert done.returncode != 0
+    assert "supports cd and pcd (sap), not 'pt'" in done.stderr
+    assert not out.exists()
+
+
+@pytest.mark.slow
 def test_logz_under_torchrun_prints_one_json_object(tmp_path):
     """``torchrun --nproc-per-node 2 --no-python boltzlab logz … --json``: rank 0 alone prints."""
     model = bl.RBM(n_visible=12, n_hidden=6, generator=3)

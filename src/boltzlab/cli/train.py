@@ -60,6 +60,7 @@ from boltzlab.models.trajectory import TRAJECTORY_FILE
 from boltzlab.rng import make_generator, spawn
 from boltzlab.training import available_phases, find_latest_checkpoint
 from boltzlab.training import train as train_model
+from boltzlab.training.data_parallel import check_data_parallel_algorithm
 from boltzlab.training.negative import PHASE_ALIASES
 from boltzlab.training.snapshots import DEFAULT_MAX_SNAPSHOTS
 
@@ -367,6 +368,7 @@ def train(**options: Any) -> None:
     """Train an RBM or a DBM on a dataset; write config, metrics, checkpoints, model and plots to RUN_DIR."""
     ctx = click.get_current_context()
     check_model_options(options)
+    check_data_parallel_algorithm(options["algorithm"])  # before anything is written
     options["epochs"], options["updates"] = run_length(ctx, options["epochs"], options["updates"])
     out: Path = options["out"]
     checkpoints = out / "checkpoints"

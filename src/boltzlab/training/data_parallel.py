@@ -37,7 +37,19 @@ from boltzlab.rng import BlockGenerator
 from boltzlab.training.cd import CDState, ContrastiveDivergence
 from boltzlab.training.pcd import PersistentContrastiveDivergence, PersistentState
 
-__all__ = ["DataParallel", "plan_data_parallel"]
+__all__ = ["DATA_PARALLEL_ALGORITHMS", "DataParallel", "check_data_parallel_algorithm", "plan_data_parallel"]
+
+#: The algorithms (negative phases) that train data-parallel under torchrun.
+DATA_PARALLEL_ALGORITHMS = ("cd", "pcd", "sap")
+
+
+def check_data_parallel_algorithm(name: str) -> None:
+    """Refuse, in a process group of several processes, an algorithm that is not data-parallel."""
+    if distributed.topology().world_size > 1 and name.lower() not in DATA_PARALLEL_ALGORITHMS:
+        raise ValidationError(
+            f"data-parallel training (torchrun) supports cd and pcd (sap), not {name!r}; "
+            "run this algorithm in one process"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,10 +154,10 @@ def plan_data_parallel(
         return None
     world = here.world_size
     if type(phase) not in (ContrastiveDivergence, PersistentContrastiveDivergence):
-        raise ValidationError(
-            f"data-parallel training (torchrun) supports cd and pcd (sap), not {getattr(phase, 'name', phase)!r}; "
-            "run this algorithm in one process"
-        )
+        if world == 1:
+            return None  # one process is the whole run: it trains as without torchrun
+        check_data_parallel_algorithm(str(getattr(phase, "name", phase)))
+        raise ValidationError(f"{phase!r} cannot train data-parallel: use cd or pcd under torchrun")
     persistent = isinstance(phase, PersistentContrastiveDivergence)
     n_blocks = world if chain_blocks is None else int(chain_blocks)
     rows = n_chains if persistent else batch_size
