@@ -276,8 +276,7 @@ def shard_chains(
     move with; :func:`gather_chains` puts every process's chains back together.
     """
     part = shard(chains.n_chains, seed=shared_seed(generator), n_blocks=n_blocks, device=chains.beta.device)
-    rows = slice(part.start, part.stop)
-    return Chains(layers=tuple(layer[rows] for layer in chains.layers), beta=chains.beta[rows]), part
+    return chains.select(slice(part.start, part.stop)), part
 
 
 def gather_chains(chains: Chains) -> Chains:

@@ -84,7 +84,6 @@ from boltzlab.estimators.tempered_step import (
     TripCounter,
     accumulate_,
     gather_chain_statistic,
-    shard_chains,
     starting_states,
 )
 from boltzlab.models.base import TemperedModel
@@ -380,15 +379,14 @@ def collect_tempered_samples(
             raise ValidationError(
                 f"start holds {start.chains.n_chains} chains; expected n_chains={n_chains} (all processes' chains)"
             )
-        generator, shard_rows = shard_chains(n_chains, blocks, generator, model.device)
-        n_chains = shard_rows[1] - shard_rows[0]
+        part = distributed.shard(
+            n_chains, seed=distributed.shared_seed(generator), n_blocks=blocks, device=model.device
+        )
+        generator, shard_rows = part.generator, slice(part.start, part.stop)  # type: ignore[assignment]
+        n_chains = part.rows
         if start is not None:
             start = SamplerState(
-                chains=Chains(
-                    layers=tuple(layer[shard_rows[0] : shard_rows[1]] for layer in start.chains.layers),
-                    beta=start.chains.beta[shard_rows[0] : shard_rows[1]],
-                ),
-                levels=torch.as_tensor(start.levels)[shard_rows[0] : shard_rows[1]],
+                chains=start.chains.select(shard_rows), levels=torch.as_tensor(start.levels)[shard_rows]
             )
     sampler = TemperedStep(model, transition, betas_model, betas, log_prior, generator)
     chains, levels = starting_states(model, start, n_chains, betas_model, generator)

@@ -36,7 +36,6 @@ __all__ = [
     "TripCounter",
     "accumulate_",
     "gather_chain_statistic",
-    "shard_chains",
     "starting_states",
 ]
 
@@ -199,16 +198,6 @@ class LongRunRecorder:
             "density_chains": chains,
             "density_thinning": self.thinning,
         }
-
-
-def shard_chains(
-    n_chains: int, blocks: int | None, generator: torch.Generator, device: torch.device
-) -> tuple[torch.Generator, tuple[int, int]]:
-    """This process's block streams (from one shared draw of ``generator``) and its chain rows."""
-    part = distributed.shard(
-        n_chains, seed=distributed.shared_seed(generator), n_blocks=blocks, device=device
-    )
-    return part.generator, (part.start, part.stop)  # type: ignore[return-value]  # rng duck-types it
 
 
 def gather_chain_statistic(tensor: Tensor | None) -> Tensor | None:

@@ -31,7 +31,6 @@ import torch.distributed as dist
 from torch import Tensor
 
 from boltzlab import distributed
-from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.rng import BlockGenerator
 from boltzlab.training.cd import CDState, ContrastiveDivergence
@@ -90,7 +89,7 @@ class DataParallel:
         """The phase state restricted to this rank's chains (a full state, as init or a checkpoint give)."""
         if isinstance(state, PersistentState):
             start, stop = self.chain_rows
-            return PersistentState(chains=_rows(state.chains, start, stop))
+            return PersistentState(chains=state.chains.select(slice(start, stop)))
         return state
 
     def full_state(self, state: Any) -> Any:
@@ -127,10 +126,6 @@ class DataParallel:
         for grad in grads:
             grad.copy_(flat[offset : offset + grad.numel()].view_as(grad))
             offset += grad.numel()
-
-
-def _rows(chains: Chains, start: int, stop: int) -> Chains:
-    return Chains(layers=tuple(layer[start:stop] for layer in chains.layers), beta=chains.beta[start:stop])
 
 
 def plan_data_parallel(
