@@ -7,7 +7,10 @@ Workloads (docs/architecture.md, "Scaling out"):
 * ``pcd``: one epoch of data-parallel PCD-1 on MNIST-shaped data (60,000 × 784, batch 100,
   100 chains, 200 hidden units; MNIST itself when ``BOLTZLAB_DATA`` has it);
 * ``rts``: ``estimate_log_z(method="rts")`` with 100 chains and 2,000 long-run sweeps on the
-  same 784×200 model (its pilot, initial iterations and budget rounds included).
+  same 784×200 model (its pilot, initial iterations and budget rounds included);
+* ``pt``: ``bl.sample(sampler="pt")`` on the same model, 256 systems × 10 levels × 200 sweeps,
+  samples kept every 10 sweeps (the systems split over the processes);
+* ``st``: ``bl.sample(sampler="st")``, 200 chains × 1,000 sweeps, its adaptation included.
 
 Every estimate includes its verdict's certified-lower-bound witness (1,000 chains × 200 sweeps,
 sharded too). For ``pcd`` the time is the training updates only (from the first update to
@@ -23,7 +26,7 @@ Not part of the test suite.
 
 Usage::
 
-    python benchmarks/distributed.py [--workloads ais pcd rts] [--processes 2] [--repeats 3]
+    python benchmarks/distributed.py [--workloads ais pcd rts pt st] [--processes 2] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -71,6 +74,10 @@ if workload == "ais":
 elif workload == "rts":
     result = bl.estimate_log_z(model, method="rts", n_chains=100, n_sweeps=2000, generator=0)
     value = result.log_z
+elif workload in ("pt", "st"):
+    chains, sweeps = (256, 200) if workload == "pt" else (200, 1000)
+    result = bl.sample(model, sampler=workload, n_chains=chains, n_sweeps=sweeps, keep_every=10, generator=0)
+    value = float(result.samples.mean())
 else:
     clock = Clock()
     bl.train(model, data, algorithm="pcd", batch_size=100, n_chains=100, n_epochs=1, learning_rate=0.01,
@@ -131,7 +138,10 @@ def run(workload: str, processes: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--workloads", nargs="+", default=["ais", "pcd", "rts"], choices=["ais", "pcd", "rts"]
+        "--workloads",
+        nargs="+",
+        default=["ais", "pcd", "rts", "pt", "st"],
+        choices=["ais", "pcd", "rts", "pt", "st"],
     )
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)

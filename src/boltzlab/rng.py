@@ -144,15 +144,16 @@ def uniform_workspace(numel: int, *, dtype: torch.dtype, device: torch.device | 
     return buffer
 
 
-def fill_centered_uniform_(buffer: Tensor, *, generator: torch.Generator) -> Tensor:
+def fill_centered_uniform_(buffer: Tensor, *, generator: torch.Generator, rows: int | None = None) -> Tensor:
     """Fill a buffer from :func:`uniform_buffer` with uniform integers; returns it.
 
     Values are uniform on ``{-2^(b-1), ..., 2^(b-1) - 1}`` with ``2^b = uniform_scale(dtype)``,
     so ``P(value < uniform_scale·(p − 1/2)) = p``. A :class:`BlockGenerator` fills each
-    block's rows from that block's own stream.
+    block's rows from that block's own stream; ``rows``, the first dimension of the draw the
+    buffer holds, tells it when the draw stacks several copies of the chains.
     """
     if isinstance(generator, BlockGenerator):
-        return generator.fill_centered_uniform_(buffer)
+        return generator.fill_centered_uniform_(buffer, rows=rows)
     numel = buffer.numel()
     if buffer.dtype == torch.float64:
         bits = torch.empty((numel + 1) // 2, dtype=torch.int64, device=buffer.device)
@@ -172,7 +173,11 @@ def centered_uniform(
 ) -> Tensor:
     """A new tensor of :func:`fill_centered_uniform_` values; float64 if ``dtype`` is, else float32."""
     numel = math.prod(shape)
-    buffer = fill_centered_uniform_(uniform_buffer(numel, dtype=dtype, device=device), generator=generator)
+    buffer = fill_centered_uniform_(
+        uniform_buffer(numel, dtype=dtype, device=device),
+        generator=generator,
+        rows=shape[0] if shape else None,
+    )
     return buffer[:numel].view(shape)
 
 
@@ -180,12 +185,13 @@ def _per_block(draw: Any, shape: tuple[int, ...], generator: Any, **options: Any
     """``draw(shape, generator=generator, **options)``; for a :class:`BlockGenerator`, each block's
     rows (the first dimension: chains) from that block's stream, concatenated."""
     if isinstance(generator, BlockGenerator):
-        return torch.cat(
-            [
-                draw((size, *shape[1:]), generator=g, **options)
-                for g, size in zip(generator.generators, generator.rows_of(shape), strict=True)
-            ]
-        )
+        copies, sizes = generator.rows_of(shape)
+        # Each block draws all its copies at once, so its stream does not depend on the others.
+        parts = [
+            draw((copies, size, *shape[1:]), generator=g, **options)
+            for g, size in zip(generator.generators, sizes, strict=True)
+        ]
+        return torch.cat(parts, dim=1).reshape(shape)
     return draw(shape, generator=generator, **options)
 
 
@@ -294,8 +300,11 @@ class BlockGenerator:
     a batch of blocks 0–7 give blocks 0–3 the same numbers. That is what lets a run sharded
     over processes by whole blocks reproduce the one-process result (docs/architecture.md,
     "Scaling out"). Accepted wherever boltzlab's operators and models take a generator: their
-    draws go through :func:`fill_centered_uniform_`. A draw whose first dimension is not the
-    chains (or a direct ``torch.rand(..., generator=...)``) is refused.
+    draws go through :func:`fill_centered_uniform_`. A draw may also stack ``m`` copies of the
+    chains (first dimension ``m·n``, copy-major, as parallel tempering keeps its levels and
+    CAST its slow and fast chains): block ``b`` then fills its rows of every copy from one
+    draw of its stream, copy after copy. A draw whose first dimension is neither (or a direct
+    ``torch.rand(..., generator=...)``) is refused.
 
     Parameters
     ----------
@@ -323,26 +332,43 @@ class BlockGenerator:
     def rows(self) -> int:
         return sum(self.sizes)
 
-    def rows_of(self, shape: tuple[int, ...]) -> tuple[int, ...]:
-        """The block sizes, after checking that a draw of ``shape`` has one row per chain."""
-        if not shape or shape[0] != self.rows:
+    def rows_of(self, shape: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
+        """``(copies, sizes)`` of a draw of ``shape``: its first dimension stacks ``copies`` batches
+        of the chains (one per level of parallel tempering, say), each cut into the blocks."""
+        if not shape or shape[0] == 0 or shape[0] % self.rows:
             raise ValueError(
-                f"a block-generator draw needs its first dimension = {self.rows} chains, got {shape}"
+                f"a block-generator draw needs its first dimension to be the {self.rows} chains or "
+                f"a stack of copies of them, got {shape}"
             )
-        return self.sizes
+        return shape[0] // self.rows, self.sizes
 
-    def fill_centered_uniform_(self, buffer: Tensor) -> Tensor:
+    def fill_centered_uniform_(self, buffer: Tensor, *, rows: int | None = None) -> Tensor:
+        """Fill ``buffer`` (a flat draw of ``rows`` rows, default one per chain) block by block."""
         numel = buffer.numel()
-        rows = self.rows
+        copies, _ = self.rows_of((rows if rows is not None else self.rows,))
+        stacked_rows = copies * self.rows
         # uniform_buffer rounds its length up to an even number, so one trailing pad value may
         # follow the rows. A block drawing L or L + 1 values consumes the same ceil(L/2) 64-bit
         # words, so the pad never shifts a block's stream.
-        per_row, pad = divmod(numel, rows)
+        per_row, pad = divmod(numel, stacked_rows)
         if pad > 1:
             raise ValueError(
-                f"a block-generator draw of {numel} values does not split into {rows} chain rows; "
+                f"a block-generator draw of {numel} values does not split into {stacked_rows} chain rows; "
                 "draws must cover every chain of the batch"
             )
+        if copies > 1:
+            # Block b's values for every copy come from one draw of its stream (copy after
+            # copy), whatever other blocks the batch holds; one strided copy places them.
+            view = buffer[: stacked_rows * per_row].view(copies, self.rows * per_row)
+            start = 0
+            for generator, size in zip(self.generators, self.sizes, strict=True):
+                length = size * per_row
+                if length:
+                    scratch = uniform_buffer(copies * length, dtype=buffer.dtype, device=buffer.device)
+                    values = fill_centered_uniform_(scratch, generator=generator)[: copies * length]
+                    view[:, start : start + length] = values.view(copies, length)
+                start += length
+            return buffer
         start = 0
         for generator, size in zip(self.generators, self.sizes, strict=True):
             length = size * per_row

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -24,21 +24,23 @@ from torch import Tensor
 from boltzlab import distributed
 from boltzlab import operators as operator_registry
 from boltzlab.chains import Chains
+from boltzlab.distributed import Shard
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import TemperedModel
 from boltzlab.operators.base import Operator, StepInfo
 from boltzlab.registry import Registry
 from boltzlab.rng import resolve_generator
+from boltzlab.tempering import sharding
 from boltzlab.tempering.adaptation import ADAPTIVE_SAMPLERS, LevelWeightAdaptation, adapt_then_freeze
 from boltzlab.tempering.agreement import (
     N_BATCHES,
     N_GROUPS,
-    GroupAgreement,
     accumulate_group_means_,
     chain_groups,
     group_agreement,
 )
 from boltzlab.tempering.registry import get_scheme_factory, register_scheme, schemes
+from boltzlab.tempering.sample_results import SampleResult, SchemeInfo
 from boltzlab.tempering.verdict import (
     GROUP_AGREEMENT_P_VALUE,
     MAX_HOTTEST_BETA,
@@ -63,38 +65,6 @@ __all__ = [
     "samplers",
     "wants_adaptation",
 ]
-
-
-@dataclass(frozen=True)
-class SampleResult:
-    """What a sampling run returns.
-
-    Attributes
-    ----------
-    chains : Chains
-        Final states of the target (β = 1) chains.
-    samples : Tensor or None, shape (n_kept, n_chains, n_visible)
-        Visible states kept every ``keep_every`` sweeps after burn-in (``None`` if none kept).
-    energies : Tensor or None, shape (n_sweeps, n_chains), float64
-        Joint energy ``E(x)`` of every chain after every sweep, when recorded.
-    info : Any
-        Sampler-specific diagnostics (a dataclass); for ``"plain"`` a :class:`PlainInfo`.
-    reliable : bool
-        The verdict of a tempered sampler (docs/trust.md, "Samplers"): ``False`` when its
-        ladder does not reach hot temperatures, its chains did not travel the ladder, or
-        independent groups of chains disagree on the β = 1 means, i.e. when its β = 1 samples
-        may keep the mode proportions of their starts. The plain sampler has no such
-        diagnostic and is always ``True``.
-    warnings : tuple of str
-        The reasons, each naming the diagnostic, its value and the threshold.
-    """
-
-    chains: Chains
-    samples: Tensor | None
-    energies: Tensor | None
-    info: Any = field(default=None, repr=False)
-    reliable: bool = True
-    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -199,40 +169,6 @@ def sample_plain(
     )
 
 
-@dataclass(frozen=True)
-class SchemeInfo:
-    """Diagnostics of a tempering-scheme run (``sample(..., sampler="pt" | "st" | ...)``).
-
-    Attributes
-    ----------
-    scheme : str
-    operator : str
-    n_sweeps, burn_in : int
-    summary : Any
-        ``scheme.summarize(step_infos, final_state)`` — e.g. swap acceptance per pair,
-        level occupancy, per-chain temperature trajectories — or the tuple of per-step infos
-        when the scheme has no ``summarize``.
-    final_state : Any
-        The scheme's last state (for inspection or to continue the run).
-    adaptation : LevelWeightAdaptation or None
-        For ``st``, ``ast`` and ``cast`` with adaptation on: the ladder, the frozen weights
-        and what learning them cost (``adaptation.cost_sweeps`` chain-sweeps, on top of
-        ``n_sweeps``).
-    groups : GroupAgreement or None
-        The chain-group check of the verdict (``None`` with fewer than ``2·N_GROUPS`` chains
-        or ``2·N_BATCHES`` sweeps).
-    """
-
-    scheme: str
-    operator: str
-    n_sweeps: int
-    burn_in: int
-    summary: Any
-    final_state: Any = field(repr=False)
-    adaptation: LevelWeightAdaptation | None = None
-    groups: GroupAgreement | None = None
-
-
 def make_scheme(name: str, operator: str | Operator = "gibbs", **options: Any) -> Any:
     """The registered tempering scheme ``name`` around ``operator``, built with ``options``.
 
@@ -261,44 +197,66 @@ def run_scheme(
     record_energy: bool = False,
     state: Any = None,
     adaptation: LevelWeightAdaptation | None = None,
+    shard: Shard | None = None,
 ) -> SampleResult:
     """Run a tempering scheme for ``burn_in + n_sweeps`` steps and collect its β = 1 chains.
 
     Step infos of the ``n_sweeps`` recorded steps go to ``scheme.summarize`` when it exists;
     the β = 1 chains' visible means go, per group of chains and batch of sweeps, to the
     verdict's group check (:mod:`boltzlab.tempering.agreement`). ``adaptation`` is only
-    passed through to the result's info.
+    passed through to the result's info. With a ``shard`` this process runs its blocks of
+    the ``n_chains`` systems with ``shard.generator`` (``state``, when given, holds only
+    them) and everything but ``info.final_state`` is gathered from every process
+    (:mod:`boltzlab.tempering.sharding`).
     """
-    state = scheme.init(model, n_chains, generator=generator) if state is None else state
+    if shard is not None:
+        generator = shard.generator  # type: ignore[assignment]  # a BlockGenerator draws like one
+    if state is None:
+        state = scheme.init(model, n_chains if shard is None else shard.rows, generator=generator)
     for _ in range(burn_in):
         state, _ = scheme.step(model, state, generator=generator)
     kept, energies, infos = [], [], []
-    sums, groups = None, None
+    sums, groups, sizes = None, None, None
     for sweep in range(n_sweeps):
         state, info = scheme.step(model, state, generator=generator)
         infos.append(info)
         target = scheme.samples(state)
-        if sweep == 0 and target.n_chains >= 2 * N_GROUPS and n_sweeps >= 2 * N_BATCHES:
-            groups = chain_groups(target.n_chains, device=target.device)
+        if sweep == 0 and n_chains >= 2 * N_GROUPS and n_sweeps >= 2 * N_BATCHES:
+            groups = chain_groups(n_chains, device=target.device)
+            sizes = torch.bincount(groups, minlength=N_GROUPS)
+            groups = groups if shard is None else groups[shard.start : shard.stop]
             width = target.layers[0].shape[1]
             sums = torch.zeros(N_BATCHES, N_GROUPS, width, dtype=torch.float64, device=target.device)
         if sums is not None:
-            accumulate_group_means_(sums, sweep * N_BATCHES // n_sweeps, target.layers[0], groups)
+            accumulate_group_means_(
+                sums, sweep * N_BATCHES // n_sweeps, target.layers[0], groups, sizes=sizes
+            )
         if record_energy:
             energies.append(model.energy(target.layers))
         if keep_every and (sweep + 1) % keep_every == 0:
             kept.append(target.layers[0].clone())
     summarize = getattr(scheme, "summarize", None)
-    summary = summarize(infos, state) if summarize is not None else tuple(infos)
+    final = scheme.samples(state)
+    samples = torch.stack(kept) if kept else None
+    energy = torch.stack(energies) if energies else None
+    summary_state = state
+    if shard is not None:
+        infos = sharding.gather_step_infos(infos, shard, model.device)
+        summary_state = sharding.summary_state(state)
+        final = distributed.gather_chains(final)
+        samples = None if samples is None else distributed.gather_rows(samples, dim=1)
+        energy = None if energy is None else distributed.gather_rows(energy, dim=1)
+        sums = None if sums is None else distributed.sum_in_rank_order(sums, what="pooling the group means")
+    summary = summarize(infos, summary_state) if summarize is not None else tuple(infos)
     agreement = None
     if sums is not None:
         per_batch = torch.bincount(torch.arange(n_sweeps) * N_BATCHES // n_sweeps, minlength=N_BATCHES)
         agreement = group_agreement(sums / per_batch.to(sums)[:, None, None])
     reasons = sampler_warnings(summary, getattr(scheme, "ladder", None), agreement)
     return SampleResult(
-        chains=scheme.samples(state),
-        samples=torch.stack(kept) if kept else None,
-        energies=torch.stack(energies) if energies else None,
+        chains=final,
+        samples=samples,
+        energies=energy,
         info=SchemeInfo(
             scheme=getattr(scheme, "name", type(scheme).__name__),
             operator=getattr(getattr(scheme, "operator", None), "name", "?"),
@@ -355,9 +313,19 @@ def _scheme_sampler(name: str) -> SamplerFunction:
         **options: Any,
     ) -> SampleResult:
         run_options = {key: options.pop(key) for key in _RUN_OPTIONS if key in options}
-        if wants_adaptation(name, options):
+        blocks = options.pop("blocks", None)
+        adapting = wants_adaptation(name, options)
+        sharded = blocks is not None or distributed.topology().active
+        if blocks is not None and not sharding.shardable(name, adapting):
+            raise ValidationError(
+                f"blocks= shards {', '.join(sharding.SHARDED_SCHEMES)} (ast and cast with their weights "
+                f"adapted, then frozen); the {name!r} run as configured runs whole on every process"
+            )
+        if adapting:
             try:
-                start = adapt_then_freeze(name, operator, model, n_chains, generator=generator, **options)
+                start = adapt_then_freeze(
+                    name, operator, model, n_chains, generator=generator, blocks=blocks, **options
+                )
             except TypeError as error:
                 raise ValidationError(f"bad options for sampler {name!r}: {error}") from None
             return run_scheme(
@@ -368,14 +336,25 @@ def _scheme_sampler(name: str) -> SamplerFunction:
                 generator=generator,
                 state=start.state,
                 adaptation=start.adaptation,
+                shard=start.shard,
                 **run_options,
             )
         try:
             scheme = get_scheme_factory(name)(operator, **options)
         except TypeError as error:
             raise ValidationError(f"bad options for sampler {name!r}: {error}") from None
+        part = None
+        if sharded and sharding.shardable(name, adapting):
+            seed = distributed.shared_seed(generator)
+            part = distributed.shard(n_chains, seed=seed, n_blocks=blocks, device=model.device)
         return run_scheme(
-            model, scheme, n_chains=n_chains, n_sweeps=n_sweeps, generator=generator, **run_options
+            model,
+            scheme,
+            n_chains=n_chains,
+            n_sweeps=n_sweeps,
+            generator=generator,
+            shard=part,
+            **run_options,
         )
 
     return sample_with_scheme
@@ -417,10 +396,12 @@ def sample(
         ``log_weights`` or the ``gamma`` schedule is given; :func:`wants_adaptation`) first
         learns level weights on a ladder placed from ``low`` (0) to 1 — ``ladder``,
         ``n_levels``, ``level_spacing``, ``adapt_sweeps`` shape it — then samples with them
-        frozen; ``result.info.adaptation`` says what that cost. For ``"plain"``: ``blocks``
-        cuts the chains into blocks with their own random streams (in a ``torch.distributed``
-        process group, always: each process runs whole blocks; docs/architecture.md,
-        "Scaling out"). The tempering schemes run whole on every process of a group.
+        frozen; ``result.info.adaptation`` says what that cost. ``blocks`` cuts the chains
+        (for PT, ST, AST and CAST: the systems) into blocks with their own random streams; in
+        a ``torch.distributed`` process group they always are, and each process runs whole
+        blocks (docs/architecture.md, "Scaling out"; :mod:`boltzlab.tempering.sharding`).
+        Tempered transitions, trajectory tempering, and AST or CAST adapting for ever run
+        whole on every process of a group.
 
     Examples
     --------
@@ -436,11 +417,6 @@ def sample(
     n_sweeps = check_positive_int(n_sweeps, "n_sweeps")
     generator = resolve_generator(generator, model.device)
     op = operator_registry.get(operator, **(operator_params or {}))
-    blocks = options.pop("blocks", None)
-    if blocks is not None and sampler != "plain":
-        raise ValidationError(
-            f"blocks= applies to the plain sampler; the {sampler!r} scheme runs whole on every process"
-        )
     if sampler in schemes():
         if not (isinstance(init, str) and init == "base"):
             raise ValidationError(
@@ -455,6 +431,7 @@ def sample(
             n_chains=n_chains,
             **options,
         )
+    blocks = options.pop("blocks", None)
     chains = initial_chains(model, n_chains, init=init, generator=generator)
     if sampler == "plain" and (blocks is not None or distributed.topology().active):
         return _sample_plain_sharded(model, op, chains, n_sweeps, generator, blocks, options)

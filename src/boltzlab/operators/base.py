@@ -147,7 +147,7 @@ class LayerwiseOperator(ABC):
         buffer = uniform_workspace(numel, dtype=current.dtype, device=current.device)
         uniform = buffer[:numel].view(logits.shape)
         threshold = self.threshold_(logits, current, uniform)
-        fill_centered_uniform_(buffer, generator=generator)
+        fill_centered_uniform_(buffer, generator=generator, rows=logits.shape[0])
         new = threshold.gt_(uniform)
         return new if new.dtype == current.dtype else new.to(current.dtype)
 

@@ -41,7 +41,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from boltzlab import distributed
 from boltzlab.chains import Chains
+from boltzlab.distributed import Shard
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import TemperedModel, log_f_marginal_all
 from boltzlab.operators.base import Operator
@@ -122,11 +124,16 @@ class LevelWeightAdaptation:
 
 @dataclass(frozen=True)
 class FrozenStart:
-    """A scheme with frozen weights, the state to start sampling from, and how it was adapted."""
+    """A scheme with frozen weights, the state to start sampling from, and how it was adapted.
+
+    ``shard`` is this process's part of the chains when they are sharded (``state`` then
+    holds only its blocks, and sampling goes on with ``shard.generator``), else ``None``.
+    """
 
     scheme: Any
     state: Any
     adaptation: LevelWeightAdaptation
+    shard: Shard | None = None
 
 
 def adapt_level_weights(
@@ -137,6 +144,7 @@ def adapt_level_weights(
     generator: torch.Generator,
     max_sweeps: int = ADAPT_SWEEPS,
     tolerance: float = ADAPT_TOLERANCE,
+    shard: Shard | None = None,
 ) -> tuple[SimulatedTemperingState, dict[str, Any]]:
     """RTS-style stages with shared weights (module docstring, step 2).
 
@@ -151,6 +159,10 @@ def adapt_level_weights(
     generator : torch.Generator
     max_sweeps : int, default ``ADAPT_SWEEPS``
     tolerance : float, default ``ADAPT_TOLERANCE``
+    shard : Shard, optional
+        When the chains are this process's blocks of a sharded run (``generator`` is then the
+        shard's): the occupancy is summed per block and over every process, in block order,
+        so that all processes learn the same weights, those of one process running all blocks.
 
     Returns
     -------
@@ -171,16 +183,24 @@ def adapt_level_weights(
     converged, spent = False, 0
     while spent < max_sweeps and not converged:
         length = min(stage_length, max_sweeps - spent)
-        occupancy = torch.zeros(n_levels, dtype=torch.float64, device=model.device)
+        n_parts = 1 if shard is None else len(shard.sizes)
+        occupancy = torch.zeros(n_parts, n_levels, dtype=torch.float64, device=model.device)
         for _ in range(length):
             # scheme.step, with the Rao–Blackwellised occupancy read off the same terms.
             terms = model.marginal_terms(state.chains.layers)
             log_q = log_f_marginal_all(terms, betas64) - state.log_weights
-            occupancy += torch.softmax(log_q, 1).sum(0)
+            share = torch.softmax(log_q, 1)
+            if shard is None:
+                occupancy[0] += share.sum(0)
+            else:
+                occupancy += torch.stack([part.sum(0) for part in share.split(list(shard.sizes))])
             moved, info = scheme.move_levels(model, state, terms=terms, generator=generator)
             swept, _ = scheme.operator.step(model, moved.chains, generator=generator, terms=terms)
             state = scheme.after_sweep(moved, swept)
             trajectory.append(info.levels)
+        if shard is not None:
+            occupancy = distributed.gather_rows(occupancy, what="pooling the level occupancy")
+        occupancy = occupancy.sum(0)
         share = occupancy / occupancy.sum()
         imbalance = float((n_levels * share - 1.0).abs().max())
         # A level the chains never reach still gets a (tiny) positive share: log is finite.
@@ -191,7 +211,10 @@ def adapt_level_weights(
         imbalances.append(imbalance)
         spent += length
         stage_length *= 2
-    trips = round_trips(torch.stack(trajectory), n_levels)
+    visited = torch.stack(trajectory)
+    if shard is not None:
+        visited = distributed.gather_rows(visited, dim=1, what="gathering the level trajectories")
+    trips = round_trips(visited, n_levels)
     record = {
         "stage_sweeps": tuple(stages),
         "stage_imbalance": tuple(imbalances),
@@ -217,6 +240,7 @@ def adapt_then_freeze(
     target_refresh: str = "swap",
     adapt_sweeps: int = ADAPT_SWEEPS,
     level_spacing: float = LEVEL_SPACING,
+    blocks: int | None = None,
     **scheme_options: Any,
 ) -> FrozenStart:
     """Place a ladder, adapt shared weights on it, and build scheme ``name`` with them frozen.
@@ -247,6 +271,11 @@ def adapt_then_freeze(
         Most adaptation steps per chain.
     level_spacing : float, default ``LEVEL_SPACING``
         Thermodynamic length between neighbours of the placed ladder.
+    blocks : int, optional
+        Cut the chains into this many blocks, each with its own random stream; in a
+        ``torch.distributed`` process group (where blocks are the default) each process adapts
+        and then samples whole blocks, all sharing one weight vector
+        (:mod:`boltzlab.tempering.sharding`). The pilot runs whole on every process.
     **scheme_options
         CAST's ``lag`` and ``exchange``.
 
@@ -278,8 +307,16 @@ def adapt_then_freeze(
     adapting = SimulatedTempering(
         operator, resolved, log_weights=start, level_move=level_move, target_refresh=target_refresh
     )
-    state = adapting.init(model, n_chains, generator=generator)
-    state, record = adapt_level_weights(model, adapting, state, generator=generator, max_sweeps=adapt_sweeps)
+    part = None
+    if blocks is not None or distributed.topology().active:
+        part = distributed.shard(
+            n_chains, seed=distributed.shared_seed(generator), n_blocks=blocks, device=model.device
+        )
+        generator = part.generator  # type: ignore[assignment]  # a BlockGenerator draws like one
+    state = adapting.init(model, n_chains if part is None else part.rows, generator=generator)
+    state, record = adapt_level_weights(
+        model, adapting, state, generator=generator, max_sweeps=adapt_sweeps, shard=part
+    )
     weights = state.log_weights.cpu()
     adaptation = LevelWeightAdaptation(
         ladder=resolved,
@@ -298,14 +335,14 @@ def adapt_then_freeze(
     state = replace(state, visits=torch.zeros_like(state.visits), n_steps=0)
     frozen = {"log_weights": weights, "level_move": level_move, "target_refresh": target_refresh}
     if name == "st":
-        return FrozenStart(SimulatedTempering(operator, resolved, **frozen), state, adaptation)
+        return FrozenStart(SimulatedTempering(operator, resolved, **frozen), state, adaptation, part)
     fixed = {"gamma": 0.0, "shared_weights": True, **frozen}
     if name == "ast":
-        return FrozenStart(AdaptiveSimulatedTempering(operator, resolved, **fixed), state, adaptation)
+        return FrozenStart(AdaptiveSimulatedTempering(operator, resolved, **fixed), state, adaptation, part)
     scheme = CAST(operator, resolved, **fixed, **scheme_options)
     # The slow chains start from the adapted β = 1 states (each an exact draw when the stages
     # mixed), not from base samples that would need one exchange to be replaced.
     slow = Chains(
         layers=tuple(layer.clone() for layer in state.last_target.layers), beta=state.last_target.beta
     )
-    return FrozenStart(scheme, CASTState(slow=slow, fast=state, n_steps=0, n_exchanges=0), adaptation)
+    return FrozenStart(scheme, CASTState(slow=slow, fast=state, n_steps=0, n_exchanges=0), adaptation, part)

@@ -86,10 +86,17 @@ def chain_groups(n_chains: int, n_groups: int = N_GROUPS, *, device: torch.devic
     return torch.arange(n_chains, device=device) * n_groups // n_chains
 
 
-def accumulate_group_means_(sums: Tensor, batch: int, visible: Tensor, groups: Tensor) -> None:
-    """Add each group's mean of ``visible`` (n, V) to ``sums[batch]`` (shape (B, G, V)), in place."""
+def accumulate_group_means_(
+    sums: Tensor, batch: int, visible: Tensor, groups: Tensor, *, sizes: Tensor | None = None
+) -> None:
+    """Add each group's mean of ``visible`` (n, V) to ``sums[batch]`` (shape (B, G, V)), in place.
+
+    ``sizes`` (G,) are the groups' sizes when ``visible`` holds only some of their chains (one
+    process's share: the processes' sums then add up to the means); default from ``groups``.
+    """
     n_groups = sums.shape[1]
-    counts = torch.bincount(groups, minlength=n_groups).to(torch.float64).clamp_min(1.0)
+    counts = torch.bincount(groups, minlength=n_groups) if sizes is None else sizes
+    counts = counts.to(torch.float64).clamp_min(1.0)
     totals = torch.zeros(n_groups, visible.shape[1], dtype=torch.float64, device=visible.device)
     totals.index_add_(0, groups, visible.to(torch.float64))
     sums[batch] += totals / counts[:, None]

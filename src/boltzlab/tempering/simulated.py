@@ -78,7 +78,7 @@ from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, TemperedModel, log_f_marginal, log_f_marginal_all
 from boltzlab.operators.base import Operator
 from boltzlab.operators.base import resolve as resolve_operator
-from boltzlab.rng import resolve_generator
+from boltzlab.rng import BlockGenerator, resolve_generator
 from boltzlab.tempering import ladders
 from boltzlab.tempering.base import (
     check_choice,
@@ -323,7 +323,18 @@ class SimulatedTempering:
             accepted = new_levels != levels
         chains = Chains(layers=state.chains.layers, beta=betas[new_levels])
         moved = (new_levels != levels).nonzero().squeeze(1)
-        if moved.numel() > 0:
+        if isinstance(generator, BlockGenerator):
+            # Chains sharded by block draw for every row (a subset would mix the blocks' streams).
+            redrawn = redraw_summed_layers(model, chains, terms, generator=generator)
+            keep = (new_levels != levels)[:, None]
+            chains = Chains(
+                layers=tuple(
+                    torch.where(keep, new, layer)
+                    for layer, new in zip(chains.layers, redrawn.layers, strict=True)
+                ),
+                beta=chains.beta,
+            )
+        elif moved.numel() > 0:
             redrawn = redraw_summed_layers(
                 model, chains.select(moved), select_terms(terms, moved), generator=generator
             )
