@@ -23,7 +23,7 @@ from boltzlab.estimators.schedules import (
 from boltzlab.models.base import MarginalTerms, TemperedModel, path_derivative
 from boltzlab.numerics import log_ess
 from boltzlab.operators.base import Operator
-from boltzlab.tempering.placement import anneal_and_measure
+from boltzlab.tempering.placement import PilotMeasure, anneal_and_measure, pilot_shard
 
 __all__ = [
     "Measurement",
@@ -75,11 +75,24 @@ def weighted_variance(weights: Tensor, terms: MarginalTerms, beta: Tensor, stati
     ĝ is a self-normalised importance-sampling estimate of a variance; its delta-method
     variance is ``Σ w_i² ψ_i²`` with influence ``ψ_i = (s_i − m)² [+ Var(Δ|v_i)] − ĝ``.
     """
+    return _variance_of_features(weights, _variance_features(terms, beta, statistic))
+
+
+def _variance_features(terms: MarginalTerms, beta: Tensor, statistic: str) -> Tensor:
+    """Per chain: ``s_β`` and, for the joint statistic, ``Var(Δ | v)``; float64, (n, 1 or 2)."""
     derivative = path_derivative(terms, beta)
+    if statistic == "joint":
+        return torch.stack([derivative, conditional_variance(terms, beta)], 1)
+    return derivative[:, None]
+
+
+def _variance_of_features(weights: Tensor, features: Tensor) -> Tensor:
+    """``[ĝ, se(ĝ)]`` from :func:`_variance_features` (the pilot's two-part measure)."""
+    derivative = features[:, 0]
     centred = derivative - (weights * derivative).sum()
     spread = centred * centred
-    if statistic == "joint":
-        spread = spread + conditional_variance(terms, beta)
+    if features.shape[1] > 1:
+        spread = spread + features[:, 1]
     g = (weights * spread).sum()
     stderr = ((weights * (spread - g)) ** 2).sum().sqrt()
     return torch.stack([g, stderr])
@@ -103,19 +116,24 @@ def pilot_measurement(
     """
     grid = linear(n_temperatures)
 
-    def measure(weights: Tensor, log_weights: Tensor, terms: MarginalTerms, beta: Tensor) -> Tensor:
+    def combine(weights: Tensor, log_weights: Tensor, features: Tensor) -> Tensor:
         # [ĝ, se(ĝ), log ESS]; the ESS from the log-weights, as AIS's trace computes it.
-        return torch.cat([weighted_variance(weights, terms, beta, statistic), log_ess(log_weights)[None]])
+        return torch.cat([_variance_of_features(weights, features), log_ess(log_weights)[None]])
 
+    # In a process group the pilot's chains are sharded like AIS's (placement.pilot_shard).
+    part = pilot_shard(n_chains, generator, None, model.device)
     measured = anneal_and_measure(
         model,
         transition,
         grid,
-        measure,
+        PilotMeasure(
+            features=lambda terms, beta: _variance_features(terms, beta, statistic), combine=combine
+        ),
         n_chains=n_chains,
-        generator=generator,
+        generator=generator if part is None else part.generator,  # type: ignore[arg-type]
         increment=add_log_f_increment_,
         redraw=reads_current_state(transition),
+        shard=part,
     )
     return Measurement(
         knots=grid,

@@ -194,6 +194,7 @@ def _resolve_ladder(
         generator=generator,
         pilot_chains=pilot_chains,
         pilot_temperatures=pilot_temperatures,
+        blocks=options.get("blocks"),
     )
     options["ladder"] = placed.ladder
     if options.get("initial_log_z") is None:

@@ -80,6 +80,7 @@ def pilot_anneal(
     n_temperatures: int = 1000,
     operator: str | Operator = "gibbs",
     generator: torch.Generator | int | None = None,
+    blocks: int | None = None,
 ) -> LadderPilot:
     """A short AIS run on the linear grid measuring ``ĝ(β)`` and ``log Z(β)`` at every point.
 
@@ -95,6 +96,9 @@ def pilot_anneal(
         0.5 s on one core (a fifth of the tempered run it places).
     operator : str or Operator, default "gibbs"
     generator : torch.Generator or int, optional
+    blocks : int, optional
+        Chain blocks with their own streams (always in a process group, where each process
+        anneals whole blocks).
 
     Returns
     -------
@@ -109,6 +113,7 @@ def pilot_anneal(
         generator=generator,
         increment=add_log_f_increment_,
         redraw=reads_current_state(transition),
+        blocks=blocks,
     )
 
 
@@ -122,6 +127,7 @@ def adaptive_ladder(
     pilot_temperatures: int = 1000,
     smoothing: float = 0.015,
     floor: float = 0.05,
+    blocks: int | None = None,
 ) -> PlacedLadder:
     """``n_levels`` levels at equal thermodynamic length, and ``log Ẑ`` to start from (module docstring).
 
@@ -141,6 +147,9 @@ def adaptive_ladder(
         Relative floor on ``√g``: no step is more than 20 times the smallest. Higher than
         VAROPT's 1e-3 because a tempered ladder must also keep its chains moving where the
         pilot saw nothing (its weights degenerate on sharp models, and ``ĝ`` with them).
+    blocks : int, optional
+        Cut the pilot's chains into blocks with their own streams (always in a process group,
+        where each process anneals whole blocks; :func:`~boltzlab.tempering.placement.pilot_shard`).
 
     Returns
     -------
@@ -163,6 +172,7 @@ def adaptive_ladder(
         n_temperatures=pilot_temperatures,
         operator=operator,
         generator=generator,
+        blocks=blocks,
     )
     g_curve = smooth_g(pilot.grid, pilot.g_hat, width=smoothing, floor=floor)
     # Strictly increasing: the floored √g is positive, so Λ is, and its inverse.

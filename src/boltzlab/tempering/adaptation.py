@@ -275,7 +275,7 @@ def adapt_then_freeze(
         Cut the chains into this many blocks, each with its own random stream; in a
         ``torch.distributed`` process group (where blocks are the default) each process adapts
         and then samples whole blocks, all sharing one weight vector
-        (:mod:`boltzlab.tempering.sharding`). The pilot runs whole on every process.
+        (:mod:`boltzlab.tempering.sharding`); the pilot's chains are cut into blocks too.
     **scheme_options
         CAST's ``lag`` and ``exchange``.
 
@@ -296,7 +296,7 @@ def adapt_then_freeze(
         resolved = ladders.resolve(ladder, n_levels=n_levels)
         start = SimulatedTempering(operator, resolved, log_weights=log_weights).log_weights
     else:
-        pilot = pilot_anneal(model, operator, generator=generator)
+        pilot = pilot_anneal(model, operator, generator=generator, blocks=blocks)
         pilot_sweeps = pilot.cost_sweeps
         if ladder is None:
             placed = place_ladder(pilot, low=low, n_levels=n_levels, spacing=level_spacing)

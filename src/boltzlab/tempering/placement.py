@@ -38,6 +38,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from boltzlab import distributed
+from boltzlab.distributed import Shard
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, TemperedModel, log_f_marginal, path_derivative
 from boltzlab.operators.base import Operator
@@ -49,6 +51,7 @@ from boltzlab.validation import check_positive_int
 
 __all__ = [
     "FLOOR",
+    "LADDER_MEASURE",
     "LEVEL_SPACING",
     "MAX_LEVELS",
     "MIN_LEVELS",
@@ -61,6 +64,7 @@ __all__ = [
     "pilot_anneal",
     "pilot_grid",
     "pilot_log_weights",
+    "pilot_shard",
     "place_ladder",
     "smoothed_speed",
 ]
@@ -77,10 +81,23 @@ SMOOTHING = 0.02
 #: ``increment(log_weights, terms, β_from, β_to)``: the log-weights after one annealing step,
 #: a new tensor or ``log_weights`` updated in place; float64, shape ``(n_chains,)``.
 WeightIncrement = Callable[[Tensor, MarginalTerms, float, float], Tensor]
-#: ``measure(weights, log_weights, terms, β)``: what a pilot records at one grid point, from the
-#: normalised and log importance weights (both ``(n_chains,)``), the chains' summed-out terms
-#: and β (a 0-d float64 tensor on the model's device); float64, shape ``(m,)``, same device.
-PilotMeasure = Callable[[Tensor, Tensor, MarginalTerms, Tensor], Tensor]
+
+
+@dataclass(frozen=True)
+class PilotMeasure:
+    """What a pilot records at one grid point, in two parts.
+
+    ``features(terms, β)``: per-chain values from the chains' summed-out terms and β (a 0-d
+    float64 tensor on the model's device); float64, shape ``(n_chains, c)``.
+    ``combine(weights, log_weights, features)``: the row recorded, from the normalised and log
+    importance weights (both ``(n_chains,)``) and the features of every chain; float64,
+    shape ``(m,)``, same device. The split lets chains sharded over processes be measured
+    together: each process keeps its chains' features and weights, and the rows are combined
+    once they are gathered (:func:`anneal_and_measure`).
+    """
+
+    features: Callable[[MarginalTerms, Tensor], Tensor]
+    combine: Callable[[Tensor, Tensor, Tensor], Tensor]
 
 
 @dataclass(frozen=True)
@@ -150,6 +167,7 @@ def anneal_and_measure(
     generator: torch.Generator,
     increment: WeightIncrement = log_f_difference,
     redraw: bool = True,
+    shard: Shard | None = None,
 ) -> Tensor:
     """Anneal ``n_chains`` chains from the base along ``grid``, calling ``measure`` at every point.
 
@@ -176,6 +194,11 @@ def anneal_and_measure(
         (:func:`~boltzlab.tempering.base.redraw_summed_layers`): needed by operators whose
         update reads the current state, so that AIS stays exact; a Gibbs sweep draws them
         afresh anyway, and AIS skips the redraw there to save the random numbers.
+    shard : Shard, optional
+        This process's blocks of the ``n_chains`` (``generator`` is then ``shard.generator``):
+        each process anneals its chains and keeps their features and log-weights at every
+        grid point, and the rows are combined from all of them, gathered once at the end (a
+        collective; the same rows on any number of processes).
 
     Returns
     -------
@@ -188,19 +211,32 @@ def anneal_and_measure(
     # accelerator would be a blocking host-to-device copy per grid point.
     betas_model = grid.to(device=model.device, dtype=model.dtype)
     betas64 = grid.to(model.device)
-    chains = model.init_chains(n_chains, generator=generator)
-    log_weights = torch.zeros(n_chains, dtype=torch.float64, device=model.device)
-    rows = []
+    n_local = n_chains if shard is None else shard.rows
+    chains = model.init_chains(n_local, generator=generator)
+    log_weights = torch.zeros(n_local, dtype=torch.float64, device=model.device)
+    rows, kept_weights, kept_features = [], [], []
     for k in range(n_temperatures + 1):
         terms = model.marginal_terms(chains.layers)
         if k > 0:
             log_weights = increment(log_weights, terms, values[k - 1], values[k])
-        rows.append(measure(torch.softmax(log_weights, 0), log_weights, terms, betas64[k]))
+        features = measure.features(terms, betas64[k])
+        if shard is None:
+            rows.append(measure.combine(torch.softmax(log_weights, 0), log_weights, features))
+        else:
+            kept_weights.append(log_weights.clone())  # the increment may update in place
+            kept_features.append(features)
         if 0 < k < n_temperatures:
             chains = chains.with_beta(betas_model[k])
             if redraw:
                 chains = redraw_summed_layers(model, chains, terms, generator=generator)
             chains, _ = operator.step(model, chains, generator=generator, terms=terms)
+    if shard is not None:
+        all_weights = distributed.gather_rows(torch.stack(kept_weights), dim=1, what="gathering the pilot")
+        all_features = distributed.gather_rows(torch.stack(kept_features), dim=1, what="gathering the pilot")
+        rows = [
+            measure.combine(torch.softmax(weights, 0), weights, features)
+            for weights, features in zip(all_weights, all_features, strict=True)
+        ]
     return torch.stack(rows).cpu()
 
 
@@ -220,6 +256,7 @@ def pilot_anneal(
     generator: torch.Generator | int | None = None,
     increment: WeightIncrement = log_f_difference,
     redraw: bool = True,
+    blocks: int | None = None,
 ) -> LadderPilot:
     """A short AIS run on the linear grid measuring ``ĝ(β)`` and ``log Z(β)`` at every point.
 
@@ -235,6 +272,10 @@ def pilot_anneal(
     generator : torch.Generator or int, optional
     increment, redraw
         As in :func:`anneal_and_measure` (the estimators' ladder passes AIS's).
+    blocks : int, optional
+        Cut the chains into this many blocks with their own random streams; in a
+        ``torch.distributed`` process group they always are, and each process anneals whole
+        blocks (:func:`pilot_shard`).
 
     Returns
     -------
@@ -245,15 +286,17 @@ def pilot_anneal(
     operator = resolve_operator(operator)
     generator = resolve_generator(generator, model.device)
     grid = pilot_grid(n_temperatures)
+    part = pilot_shard(n_chains, generator, blocks, model.device)
     measured = anneal_and_measure(
         model,
         operator,
         grid,
-        _ladder_measurements,
+        LADDER_MEASURE,
         n_chains=n_chains,
-        generator=generator,
+        generator=generator if part is None else part.generator,  # type: ignore[arg-type]
         increment=increment,
         redraw=redraw,
+        shard=part,
     )
     return LadderPilot(
         grid=grid,
@@ -265,9 +308,20 @@ def pilot_anneal(
     )
 
 
-def _ladder_measurements(weights: Tensor, log_weights: Tensor, terms: MarginalTerms, beta: Tensor) -> Tensor:
-    """``[log Ẑ(β), ĝ(β), log ESS]`` at one grid point (a :data:`PilotMeasure`); float64, (3,)."""
-    derivative = path_derivative(terms, beta)
+def pilot_shard(
+    n_chains: int, generator: torch.Generator, blocks: int | None, device: torch.device
+) -> Shard | None:
+    """This process's blocks of a pilot's chains when they are sharded (``blocks`` given, or a
+    process group), else ``None``; a collective in a group (the seed is checked)."""
+    if blocks is None and not distributed.topology().active:
+        return None
+    seed = distributed.shared_seed(generator, "seed of the pilot's chain blocks")
+    return distributed.shard(n_chains, seed=seed, n_blocks=blocks, device=device)
+
+
+def _ladder_combine(weights: Tensor, log_weights: Tensor, features: Tensor) -> Tensor:
+    """``[log Ẑ(β), ĝ(β), log ESS]`` at one grid point; float64, (3,)."""
+    derivative = features[:, 0]
     centred = derivative - (weights * derivative).sum()
     return torch.stack(
         [
@@ -276,6 +330,12 @@ def _ladder_measurements(weights: Tensor, log_weights: Tensor, terms: MarginalTe
             -torch.log((weights * weights).sum()),
         ]
     )
+
+
+#: The samplers' and estimators' ladder pilot: the path derivative ``s_β`` of every chain.
+LADDER_MEASURE = PilotMeasure(
+    features=lambda terms, beta: path_derivative(terms, beta)[:, None], combine=_ladder_combine
+)
 
 
 def smoothed_speed(pilot: LadderPilot, *, width: float = SMOOTHING, floor: float = FLOOR) -> Tensor:
