@@ -221,8 +221,10 @@ def run_scheme(
         state, info = scheme.step(model, state, generator=generator)
         infos.append(info)
         target = scheme.samples(state)
-        if sweep == 0 and n_chains >= 2 * N_GROUPS and n_sweeps >= 2 * N_BATCHES:
-            groups = chain_groups(n_chains, device=target.device)
+        # All systems, over every process (a state given without a shard sets its own number).
+        n_total = target.n_chains if shard is None else shard.n_items
+        if sweep == 0 and n_total >= 2 * N_GROUPS and n_sweeps >= 2 * N_BATCHES:
+            groups = chain_groups(n_total, device=target.device)
             sizes = torch.bincount(groups, minlength=N_GROUPS)
             groups = groups if shard is None else groups[shard.start : shard.stop]
             width = target.layers[0].shape[1]
@@ -432,6 +434,10 @@ def sample(
             **options,
         )
     blocks = options.pop("blocks", None)
+    if blocks is not None and sampler != "plain":
+        raise ValidationError(
+            f"blocks= applies to the plain sampler and the tempering schemes, not {sampler!r}"
+        )
     chains = initial_chains(model, n_chains, init=init, generator=generator)
     if sampler == "plain" and (blocks is not None or distributed.topology().active):
         return _sample_plain_sharded(model, op, chains, n_sweeps, generator, blocks, options)

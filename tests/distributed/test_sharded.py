@@ -174,6 +174,33 @@ def test_blocks_refused_for_a_scheme_that_runs_whole():
         bl.sample(model, sampler="tt", n_chains=4, n_sweeps=2, blocks=2, generator=0)
 
 
+def test_more_blocks_than_pilot_chains_are_capped_for_the_pilot():
+    """ST's pilot anneals 64 chains: 100 blocks of 200 chains leave it 64 blocks, not an error."""
+    model = bl.RBM(n_visible=6, n_hidden=3, generator=0)
+    result = bl.sample(
+        model, sampler="st", n_chains=200, n_sweeps=4, blocks=100, adapt_sweeps=50, generator=0
+    )
+    assert result.chains.n_chains == 200
+
+
+def test_run_scheme_counts_the_systems_of_a_given_state():
+    """Without sharding, a state given to run_scheme sets the number of systems (as before)."""
+    model = bl.RBM(n_visible=6, n_hidden=3, generator=0)
+    scheme = bl.sampling.make_scheme("pt", "gibbs", n_levels=3)
+    state = scheme.init(model, 12, generator=bl.rng.make_generator(0))
+    result = bl.sampling.run_scheme(
+        model, scheme, n_chains=10, n_sweeps=20, generator=bl.rng.make_generator(1), state=state
+    )
+    assert result.chains.n_chains == 12
+
+
+def test_a_diagnostic_without_a_chain_axis_must_agree_between_processes():
+    from boltzlab.tempering import sharding
+
+    with pytest.raises(bl.errors.DistributedError, match="no declared chain axis"):
+        sharding.merge_leaf("novel", [torch.zeros(2, 3), torch.ones(2, 3)], [0.5, 0.5])
+
+
 def test_owned_blocks_cover_every_block_once():
     for world in (1, 2, 3, 4, 8):
         owned = [
@@ -409,8 +436,8 @@ def test_sharded_plain_sampling_same_chains_on_one_and_two_processes(tmp_path):
 
 @pytest.mark.slow
 def test_sharded_tempered_samplers_same_on_one_and_two_processes_and_right(tmp_path):
-    """PT, ST and CAST with their systems split over 2 processes give the 1-process samples bit for
-    bit (ST and CAST adapt one weight vector on both processes' chains), and on the two-mode RBM
+    """PT, ST, AST and CAST with their systems split over 2 processes give the 1-process samples bit
+    for bit (ST, AST and CAST adapt one weight vector on both processes' chains), and on the two-mode RBM
     (69% / 31%, behind a barrier) their β = 1 samples hold the exact mode mass within 4 s.e."""
     from harness import bimodal_rbm, exact_mode_mass, mode_mass
 
@@ -419,7 +446,7 @@ def test_sharded_tempered_samplers_same_on_one_and_two_processes_and_right(tmp_p
         assert all(o.returncode == 0 for o in outcomes), [o.stderr[-2000:] for o in outcomes]
     model, pattern = bimodal_rbm(10, 4, seed=0, tilt=0.08)
     exact = exact_mode_mass(model, pattern)
-    for name in ("pt", "st", "cast"):
+    for name in ("pt", "st", "ast", "cast"):
         one, two = runs[1][1][name], runs[2][1][name]
         assert one["samples"].shape == (300, 32, 10)
         assert torch.equal(one["samples"], two["samples"]), name

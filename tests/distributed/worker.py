@@ -91,13 +91,13 @@ def plain_sampling() -> dict:
 
 
 def tempered_sampling() -> dict:
-    """PT, ST and CAST (adapted, then frozen) on the two-mode 10×4 RBM (69% / 31%), systems sharded."""
+    """PT, ST, AST and CAST (adapted, then frozen) on the two-mode 10×4 RBM (69% / 31%), systems sharded."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from harness import bimodal_rbm
 
     model, _ = bimodal_rbm(10, 4, seed=0, tilt=0.08)
     results = {}
-    for name in ("pt", "st", "cast"):
+    for name in ("pt", "st", "ast", "cast"):
         result = bl.sample(
             model, sampler=name, n_chains=32, n_sweeps=300, keep_every=1, generator=3, blocks=8
         )

@@ -130,7 +130,7 @@ def pilot_measurement(
             features=lambda terms, beta: _variance_features(terms, beta, statistic), combine=combine
         ),
         n_chains=n_chains,
-        generator=generator if part is None else part.generator,  # type: ignore[arg-type]
+        generator=generator,
         increment=add_log_f_increment_,
         redraw=reads_current_state(transition),
         shard=part,

@@ -161,7 +161,7 @@ def anneal_and_measure(
     model: TemperedModel,
     operator: Operator,
     grid: Tensor,
-    measure: PilotMeasure,
+    measure: PilotMeasure | Callable[[Tensor, Tensor, MarginalTerms, Tensor], Tensor],
     *,
     n_chains: int,
     generator: torch.Generator,
@@ -183,8 +183,10 @@ def anneal_and_measure(
         The transition run at each interior grid point (one sweep each).
     grid : Tensor, shape (n + 1,), float64
         Ascending βs from exactly 0 to exactly 1.
-    measure : PilotMeasure
-        What to record at each grid point (a row of ``m`` values).
+    measure : PilotMeasure or callable
+        What to record at each grid point (a row of ``m`` values); a plain function
+        ``measure(weights, log_weights, terms, β)`` is accepted too when the chains are not
+        sharded.
     n_chains : int
     generator : torch.Generator
     increment : WeightIncrement, default :func:`log_f_difference`
@@ -196,9 +198,10 @@ def anneal_and_measure(
         afresh anyway, and AIS skips the redraw there to save the random numbers.
     shard : Shard, optional
         This process's blocks of the ``n_chains`` (``generator`` is then ``shard.generator``):
-        each process anneals its chains and keeps their features and log-weights at every
-        grid point, and the rows are combined from all of them, gathered once at the end (a
-        collective; the same rows on any number of processes).
+        each process anneals its chains with ``shard.generator`` (``generator`` is then not
+        used) and keeps their features and log-weights at every grid point, and the rows are
+        combined from all of them, gathered once at the end (a collective; the same rows on
+        any number of processes).
 
     Returns
     -------
@@ -211,7 +214,16 @@ def anneal_and_measure(
     # accelerator would be a blocking host-to-device copy per grid point.
     betas_model = grid.to(device=model.device, dtype=model.dtype)
     betas64 = grid.to(model.device)
-    n_local = n_chains if shard is None else shard.rows
+    plain = None if isinstance(measure, PilotMeasure) else measure
+    if plain is not None and shard is not None:
+        raise ValidationError(
+            "a sharded pilot needs a PilotMeasure (per-chain features, then combine), not a function"
+        )
+    n_local = n_chains
+    if shard is not None:
+        # The shard's block streams, never the caller's generator: with that, every process
+        # would draw the same numbers for different chains.
+        n_local, generator = shard.rows, shard.generator  # type: ignore[assignment]
     chains = model.init_chains(n_local, generator=generator)
     log_weights = torch.zeros(n_local, dtype=torch.float64, device=model.device)
     rows, kept_weights, kept_features = [], [], []
@@ -219,10 +231,13 @@ def anneal_and_measure(
         terms = model.marginal_terms(chains.layers)
         if k > 0:
             log_weights = increment(log_weights, terms, values[k - 1], values[k])
-        features = measure.features(terms, betas64[k])
-        if shard is None:
+        if plain is not None:
+            rows.append(plain(torch.softmax(log_weights, 0), log_weights, terms, betas64[k]))
+        elif shard is None:
+            features = measure.features(terms, betas64[k])
             rows.append(measure.combine(torch.softmax(log_weights, 0), log_weights, features))
         else:
+            features = measure.features(terms, betas64[k])
             kept_weights.append(log_weights.clone())  # the increment may update in place
             kept_features.append(features)
         if 0 < k < n_temperatures:
@@ -293,7 +308,7 @@ def pilot_anneal(
         grid,
         LADDER_MEASURE,
         n_chains=n_chains,
-        generator=generator if part is None else part.generator,  # type: ignore[arg-type]
+        generator=generator,
         increment=increment,
         redraw=redraw,
         shard=part,
@@ -312,11 +327,23 @@ def pilot_shard(
     n_chains: int, generator: torch.Generator, blocks: int | None, device: torch.device
 ) -> Shard | None:
     """This process's blocks of a pilot's chains when they are sharded (``blocks`` given, or a
-    process group), else ``None``; a collective in a group (the seed is checked)."""
-    if blocks is None and not distributed.topology().active:
+    process group), else ``None``; a collective in a group (the seed is checked).
+
+    ``blocks`` is capped at ``n_chains``; a pilot with fewer chains than processes runs whole
+    on every process (then its result depends on the number of processes being above that).
+    """
+    where = distributed.topology()
+    if blocks is None and not where.active:
+        return None
+    # A pilot has fewer chains than the run it serves: its blocks are the caller's, at most one
+    # chain each; with more processes than chains it runs whole on every process, alike.
+    n_blocks = min(
+        blocks if blocks is not None else max(distributed.DEFAULT_BLOCKS, where.world_size), n_chains
+    )
+    if n_blocks < where.world_size:
         return None
     seed = distributed.shared_seed(generator, "seed of the pilot's chain blocks")
-    return distributed.shard(n_chains, seed=seed, n_blocks=blocks, device=device)
+    return distributed.shard(n_chains, seed=seed, n_blocks=n_blocks, device=device)
 
 
 def _ladder_combine(weights: Tensor, log_weights: Tensor, features: Tensor) -> Tensor:

@@ -64,7 +64,8 @@ class SchemeInfo:
         level occupancy, per-chain temperature trajectories — or the tuple of per-step infos
         when the scheme has no ``summarize``.
     final_state : Any
-        The scheme's last state (for inspection or to continue the run).
+        The scheme's last state (for inspection or to continue the run). When the systems
+        were sharded over processes, this process's systems only.
     adaptation : LevelWeightAdaptation or None
         For ``st``, ``ast`` and ``cast`` with adaptation on: the ladder, the frozen weights
         and what learning them cost (``adaptation.cost_sweeps`` chain-sweeps, on top of

@@ -7,13 +7,17 @@ systems of its blocks and nothing is exchanged while they run: every draw of the
 covers all the process's systems — PT's ``K`` levels and CAST's slow and fast chains are
 stacked copies of them — so a :class:`~boltzlab.rng.BlockGenerator` gives each block its
 own stream, and the β = 1 samples are the same on 1, 2 or 4 processes for the same seed
-and block count (docs/architecture.md, "Scaling out"). The one-process answer is kept
-exactly by gathering, at the end, each step's diagnostics in block order
-(:func:`gather_step_infos`).
+and block count (docs/architecture.md, "Scaling out"). At the end each step's diagnostics
+are gathered in block order (:func:`gather_step_infos`), so the summary and the verdict are
+those of one process running every block: per-system values bit for bit, per-level means
+(flip rates) and the verdict's group means up to float rounding, as they are averaged from
+each process's share.
 
-What cannot be sharded this way runs whole on every process: tempered transitions and
-trajectory tempering, and AST and CAST adapting their weights for ever (every chain's
-Wang–Landau update would need every other process's levels at every step). AST and CAST as
+What is not sharded runs whole on every process: tempered transitions and trajectory
+tempering (not written for it yet), and AST and CAST adapting their weights for ever. With
+shared weights (``shared_weights=True``) every Wang–Landau update would need every other
+process's levels at every step; with one weight vector per chain it would not, but their
+summaries report every chain's weights, which are not gathered. AST and CAST as
 ``bl.sample`` runs them by default — weights adapted on all processes' chains, then frozen —
 are sharded.
 """
@@ -27,9 +31,10 @@ import torch
 
 from boltzlab import distributed
 from boltzlab.distributed import Shard
+from boltzlab.errors import DistributedError
 from boltzlab.tempering.replica_swaps import ReplicaExchangeState
 
-__all__ = ["SHARDED_SCHEMES", "gather_step_infos", "shardable", "summary_state"]
+__all__ = ["SHARDED_SCHEMES", "gather_step_infos", "merge_leaf", "shardable", "summary_state"]
 
 #: Schemes whose systems ``bl.sample`` shards over processes (AST and CAST with frozen weights).
 SHARDED_SCHEMES = ("pt", "st", "ast", "cast")
@@ -87,7 +92,7 @@ def _stacked(step_infos: list[Any]) -> dict[str, Any]:
     return out
 
 
-def _merge_leaf(name: str, parts: list[Any], shares: list[float]) -> Any:
+def merge_leaf(name: str, parts: list[Any], shares: list[float]) -> Any:
     """One leaf, stacked over steps, from every process (rank order), systems put together."""
     field = name.rsplit(".", 1)[-1]
     if not isinstance(parts[0], torch.Tensor):
@@ -99,6 +104,11 @@ def _merge_leaf(name: str, parts: list[Any], shares: list[float]) -> Any:
         for part, share in zip(parts[1:], shares[1:], strict=True):
             total = total + part * share
         return total
+    if any(not torch.equal(part, parts[0]) for part in parts[1:]):
+        raise DistributedError(
+            f"the step diagnostic {name!r} differs between processes and has no declared chain axis; "
+            "declare it in boltzlab.tempering.sharding"
+        )
     return parts[0]  # the same on every process (which pairs were proposed)
 
 
@@ -106,8 +116,10 @@ def gather_step_infos(step_infos: list[Any], shard: Shard, device: torch.device)
     """Every process's step infos merged, step by step, as one process running all chains reports them.
 
     A collective, exchanging one stacked tensor per field. Per-system fields are concatenated
-    in block order; per-level means are weighted by each process's share of the systems. The
-    merged tensors are put on ``device``.
+    in block order; per-level means are weighted by each process's share of the systems (equal
+    to one process's up to rounding); any other field must be the same on every process, or
+    :class:`~boltzlab.errors.DistributedError` is raised. The merged tensors are put on
+    ``device``.
     """
     if not step_infos:
         return step_infos
@@ -118,7 +130,7 @@ def gather_step_infos(step_infos: list[Any], shard: Shard, device: torch.device)
         return step_infos
     shares = [rows / shard.n_items for rows, _ in gathered]
     merged = {
-        name: _merge_leaf(name, [leaves[name] for _, leaves in gathered], shares) for name in gathered[0][1]
+        name: merge_leaf(name, [leaves[name] for _, leaves in gathered], shares) for name in gathered[0][1]
     }
     merged = {
         name: value.to(device) if isinstance(value, torch.Tensor) else value for name, value in merged.items()
