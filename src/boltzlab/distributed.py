@@ -54,6 +54,7 @@ __all__ = [
     "gather_rows",
     "init_from_environment",
     "launched",
+    "leave",
     "local",
     "owned_blocks",
     "run_collective",
@@ -285,6 +286,17 @@ def gather_chains(chains: Chains) -> Chains:
         layers=tuple(gather_rows(layer, what="gathering the chains") for layer in chains.layers),
         beta=gather_rows(chains.beta, what="gathering the chains"),
     )
+
+
+def leave() -> None:
+    """Leave the process group without exchanging anything: from here this process runs alone.
+
+    For work that only one process does in full (a CLI command that does not split its work):
+    every process leaves, the one that does the work carries on as if started without a
+    launcher, and the others stop. Nothing is in flight, so no process waits for another.
+    """
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def finish(code: int = 0) -> None:

@@ -328,10 +328,22 @@ def test_train_under_torchrun_writes_one_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_demo_under_torchrun_is_refused_on_every_rank(tmp_path):
-    done = _torchrun("demo", "--out", str(tmp_path / "demo"))
-    assert done.returncode != 0
-    assert "runs in one process, not 2" in done.stderr
+def test_commands_that_do_not_split_run_whole_on_rank_zero(tmp_path):
+    """``report`` and ``reproduce`` under torchrun: every process leaves the group, rank 0 runs the
+    command alone (one output), the others stop at once, and the launch succeeds."""
+    run = tmp_path / "run"
+    trained = _torchrun(
+        "train", "--data", "bars-and-stripes", "--hidden", "4", "--algorithm", "cd", "--batch-size", "10",
+        "--updates", "20", "--out", str(run),
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    (run / "report.html").unlink()
+    done = _torchrun("report", str(run))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("report.html") == 1 and (run / "report.html").is_file()
+    study = _torchrun("reproduce", "two-node", "--out", str(tmp_path / "two-node"))
+    assert study.returncode == 0, study.stderr[-3000:]
+    assert (tmp_path / "two-node" / "two-node.csv").is_file()
 
 
 @pytest.mark.slow

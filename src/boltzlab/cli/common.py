@@ -25,6 +25,7 @@ __all__ = [
     "DEBUG_KEY",
     "MAX_EXACT_UNITS",
     "THREADS_KEY",
+    "alone_on_rank_zero",
     "choose_threads",
     "command_options",
     "data_file_options",
@@ -34,7 +35,6 @@ __all__ = [
     "image_shape_of",
     "load_data",
     "load_model_file",
-    "one_process_only",
     "operator_help",
     "operator_params",
     "parse_image_shape",
@@ -156,14 +156,18 @@ def operator_params(operator: str, alpha: float | None) -> dict[str, Any]:
     return {"alpha": alpha}
 
 
-def one_process_only(command: str) -> None:
-    """Refuse to run ``command`` under torchrun with more than one process (one clear error)."""
-    world = distributed.topology().world_size
-    if world > 1:
-        raise ValidationError(
-            f"'boltzlab {command}' runs in one process, not {world}; under torchrun run train, logz, "
-            'evaluate or sample (docs/architecture.md, "Scaling out")'
-        )
+def alone_on_rank_zero() -> bool:
+    """Whether this process runs a command that does not split its work (demo, reproduce, report).
+
+    Without torchrun, or with one process: yes. Under torchrun with several processes every
+    process leaves the group (:func:`boltzlab.distributed.leave`); rank 0 runs the whole
+    command alone, as without torchrun, and the others stop at once, successfully.
+    """
+    here = distributed.topology()
+    if here.world_size <= 1:
+        return True
+    distributed.leave()
+    return here.is_main
 
 
 def load_model_file(path: str | Path) -> nn.Module:

@@ -27,11 +27,11 @@ import boltzlab
 from boltzlab import data as datasets
 from boltzlab.cli.common import (
     MAX_EXACT_UNITS,
+    alone_on_rank_zero,
     choose_threads,
     command_options,
     format_seconds,
     format_table,
-    one_process_only,
     operator_help,
     operator_params,
     report_written,
@@ -233,7 +233,8 @@ def demo(**options: Any) -> None:
     sweeps, RTS) with their error bars and pairwise agreement, and the train and test log-likelihoods; writes the model,
     metrics, config and PNGs of samples and training curves.
     """
-    one_process_only("demo")
+    if not alone_on_rank_zero():
+        return  # under torchrun, rank 0 runs it whole, alone
     out: Path = options["out"]
     params = operator_params(options["operator"], options["alpha"])
     dataset = datasets.load("digits")

@@ -187,9 +187,12 @@ def main(argv: list[str] | None = None) -> None:
     code = returned if isinstance(returned, int) else 0
     if here.active:
         try:
-            distributed.finish(code)  # does not return
+            distributed.finish(code)  # does not return while in the group
         except BoltzlabError as error:  # another rank failed after this one finished its part
             click.echo(f"rank {here.rank}: error: {_message(error)}", file=errors)
             distributed.exit_now(EXIT_ERROR)
+        # The command left the group to run alone (demo, reproduce, report): gloo's threads
+        # may still abort at interpreter exit, so leave without destructors, as finish does.
+        distributed.exit_now(code)
     if code:
         sys.exit(code)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from boltzlab.cli.common import command_options, one_process_only, report_written
+from boltzlab.cli.common import alone_on_rank_zero, command_options, report_written
 
 __all__ = ["report"]
 
@@ -49,6 +49,7 @@ def report(run_dir: Path, out: Path | None, seed: int) -> None:
     log Z with verdicts, timings."""
     from boltzlab.cli.run_report import write_report  # here: matplotlib stays out of `boltzlab --help`
 
-    one_process_only("report")
+    if not alone_on_rank_zero():
+        return  # under torchrun, rank 0 runs it whole, alone
 
     report_written([write_report(run_dir, seed=seed, out=out)])

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import click
 
-from boltzlab.cli.common import one_process_only
+from boltzlab.cli.common import alone_on_rank_zero
 from boltzlab.errors import BoltzlabError
 
 __all__ = [
@@ -92,4 +92,6 @@ checkout: 'pip install -e experiments' (or 'make install') installs them.""",
 )
 def reproduce() -> None:
     """Re-run a paper's demonstration or study and write its figures, tables and summary."""
-    one_process_only("reproduce")
+    if not alone_on_rank_zero():
+        # Under torchrun rank 0 runs the study whole, alone; the others skip the subcommand.
+        click.get_current_context().exit(0)
