@@ -23,10 +23,10 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/boltzlab demo --out demo-run
 
+# The suite runs one test file per worker process (pytest-xdist), one thread each: on 2 cores it
+# takes half the time it takes in one process with two threads (most tests are small steps).
 test: $(STAMP)
 	$(BIN)/lint-imports
-	# One test file per worker process, one thread each: on 2 cores the suite takes half the time
-	# it takes in one process with two threads (most tests are small, Python-bound steps).
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n auto --dist loadfile
 
 lint: $(STAMP)
