@@ -60,6 +60,7 @@ __all__ = [
     "run_collective",
     "shard",
     "shard_chains",
+    "shard_if_requested",
     "shared_seed",
     "sum_in_rank_order",
     "topology",
@@ -260,6 +261,22 @@ def shard(
         sizes=own_sizes,
         generator=generator,
     )
+
+
+def shard_if_requested(
+    n_items: int,
+    generator: torch.Generator,
+    *,
+    blocks: int | None,
+    device: torch.device | str,
+    what: str = "seed of the chain blocks",
+) -> Shard | None:
+    """This rank's :class:`Shard` of ``n_items`` when blocks are asked for (``blocks`` given) or a
+    process group runs, else ``None`` (nothing split). In a group, a collective: the seed of
+    the block streams, one draw of ``generator``, is checked to be the same on every process."""
+    if blocks is None and not topology().active:
+        return None
+    return shard(n_items, seed=shared_seed(generator, what), n_blocks=blocks, device=device)
 
 
 def shared_seed(generator: torch.Generator, what: str = "seed of the chain blocks") -> int:

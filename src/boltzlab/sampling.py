@@ -317,7 +317,6 @@ def _scheme_sampler(name: str) -> SamplerFunction:
         run_options = {key: options.pop(key) for key in _RUN_OPTIONS if key in options}
         blocks = options.pop("blocks", None)
         adapting = wants_adaptation(name, options)
-        sharded = blocks is not None or distributed.topology().active
         if blocks is not None and not sharding.shardable(name, adapting):
             raise ValidationError(
                 f"blocks= shards {', '.join(sharding.SHARDED_SCHEMES)} (ast and cast with their weights "
@@ -346,9 +345,8 @@ def _scheme_sampler(name: str) -> SamplerFunction:
         except TypeError as error:
             raise ValidationError(f"bad options for sampler {name!r}: {error}") from None
         part = None
-        if sharded and sharding.shardable(name, adapting):
-            seed = distributed.shared_seed(generator)
-            part = distributed.shard(n_chains, seed=seed, n_blocks=blocks, device=model.device)
+        if sharding.shardable(name, adapting):
+            part = distributed.shard_if_requested(n_chains, generator, blocks=blocks, device=model.device)
         return run_scheme(
             model,
             scheme,

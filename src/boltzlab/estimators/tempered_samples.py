@@ -374,14 +374,12 @@ def collect_tempered_samples(
     log_z_hat = check_initial_log_z(initial_log_z, n_levels)
 
     all_chains, shard_rows = n_chains, None
-    if blocks is not None or distributed.topology().active:
+    part = distributed.shard_if_requested(n_chains, generator, blocks=blocks, device=model.device)
+    if part is not None:
         if start is not None and start.chains.n_chains != n_chains:
             raise ValidationError(
                 f"start holds {start.chains.n_chains} chains; expected n_chains={n_chains} (all processes' chains)"
             )
-        part = distributed.shard(
-            n_chains, seed=distributed.shared_seed(generator), n_blocks=blocks, device=model.device
-        )
         generator, shard_rows = part.generator, slice(part.start, part.stop)  # type: ignore[assignment]
         n_chains = part.rows
         if start is not None:

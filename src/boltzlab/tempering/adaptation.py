@@ -307,11 +307,8 @@ def adapt_then_freeze(
     adapting = SimulatedTempering(
         operator, resolved, log_weights=start, level_move=level_move, target_refresh=target_refresh
     )
-    part = None
-    if blocks is not None or distributed.topology().active:
-        part = distributed.shard(
-            n_chains, seed=distributed.shared_seed(generator), n_blocks=blocks, device=model.device
-        )
+    part = distributed.shard_if_requested(n_chains, generator, blocks=blocks, device=model.device)
+    if part is not None:
         generator = part.generator  # type: ignore[assignment]  # a BlockGenerator draws like one
     state = adapting.init(model, n_chains if part is None else part.rows, generator=generator)
     state, record = adapt_level_weights(

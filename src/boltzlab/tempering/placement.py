@@ -342,8 +342,9 @@ def pilot_shard(
     )
     if n_blocks < where.world_size:
         return None
-    seed = distributed.shared_seed(generator, "seed of the pilot's chain blocks")
-    return distributed.shard(n_chains, seed=seed, n_blocks=n_blocks, device=device)
+    return distributed.shard_if_requested(
+        n_chains, generator, blocks=n_blocks, device=device, what="seed of the pilot's chain blocks"
+    )
 
 
 def _ladder_combine(weights: Tensor, log_weights: Tensor, features: Tensor) -> Tensor:

@@ -121,13 +121,11 @@ def gather_step_infos(step_infos: list[Any], shard: Shard, device: torch.device)
     :class:`~boltzlab.errors.DistributedError` is raised. The merged tensors are put on
     ``device``.
     """
-    if not step_infos:
-        return step_infos
+    if not step_infos or distributed.topology().world_size == 1:
+        return step_infos  # one process holds every block: nothing to gather
     gathered = distributed.all_gather(
         (shard.rows, _stacked(step_infos)), what="gathering the step diagnostics"
     )
-    if len(gathered) == 1:
-        return step_infos
     shares = [rows / shard.n_items for rows, _ in gathered]
     merged = {
         name: merge_leaf(name, [leaves[name] for _, leaves in gathered], shares) for name in gathered[0][1]
