@@ -2,7 +2,7 @@
 
 Properties checked: construction refuses anything but a non-empty tuple of 2-D layers with
 one chain count, one dtype and device, and one β per chain, naming the offending layer;
-instances are frozen and slotted; ``with_beta``, ``select`` and ``to`` return new chains
+instances are frozen and slotted; ``with_beta``, ``select``, ``concatenate`` and ``to`` return new chains
 and leave the original untouched; shapes and properties follow axis 0 = chains.
 """
 
@@ -101,6 +101,16 @@ def test_select_picks_chains_along_axis_zero(index):
         assert torch.equal(layer, original[index])
     assert torch.equal(picked.beta, chains.beta[index])
     assert picked.n_chains == chains.beta[index].shape[0]
+
+
+def test_concatenate_puts_chains_one_after_another():
+    chains = make_chains()
+    joined = bl.Chains.concatenate([chains.select(slice(0, 4)), chains.select(slice(4, None))])
+    for layer, original in zip(joined.layers, chains.layers, strict=True):
+        assert torch.equal(layer, original)
+    assert torch.equal(joined.beta, chains.beta)
+    with pytest.raises(ValueError, match="at least one"):
+        bl.Chains.concatenate([])
 
 
 def test_to_moves_dtype_and_keeps_values():

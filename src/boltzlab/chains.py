@@ -92,6 +92,16 @@ class Chains:
         """The chains picked by ``index`` along axis 0."""
         return Chains(layers=tuple(layer[index] for layer in self.layers), beta=self.beta[index])
 
+    @classmethod
+    def concatenate(cls, parts: Sequence[Chains]) -> Chains:
+        """The chains of ``parts`` one after another along axis 0 (same layers, dtype, device)."""
+        if not parts:
+            raise ValueError("Chains.concatenate needs at least one Chains")
+        return cls(
+            layers=tuple(torch.cat(layers) for layers in zip(*(part.layers for part in parts), strict=True)),
+            beta=torch.cat([part.beta for part in parts]),
+        )
+
     def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> Chains:
         return Chains(
             layers=tuple(layer.to(device=device, dtype=dtype) for layer in self.layers),

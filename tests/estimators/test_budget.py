@@ -29,7 +29,7 @@ def test_tempered_budget_never_exceeds_the_total() -> None:
 
 
 def test_matched_options_per_method() -> None:
-    assert matched_options("AIS", 300) == {"n_temperatures": 300}
+    assert matched_options("AIS", 300) == {"n_temperatures": 300, "n_chains": 100}
     assert matched_options("raise", 300) == {"n_temperatures": 300}
     assert matched_options("mbar", 1000) == tempered_budget(1000)
     assert matched_options("exact", 1000) == {}

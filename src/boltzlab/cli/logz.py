@@ -205,6 +205,10 @@ def describe_estimate(estimate: LogZEstimate) -> str:
     else:
         if getattr(info, "n_chains", None):
             per = " per example" if estimate.method == "raise" else ""
+            budget = getattr(info, "budget", None)
+            rounds = getattr(budget, "rounds", ())
+            if len(rounds) > 1:  # AIS's chain budget grew (estimators/ais_budget.py)
+                per = f" in {len(rounds)} rounds ({' + '.join(map(str, rounds))}; {budget.stopped})"
             detail.append(f"{info.n_chains} chains{per}")
         schedule = getattr(info, "schedule", None)
         schedule_info = getattr(info, "schedule_info", None)

@@ -33,7 +33,7 @@ are resolved, and a uniform base is warned about, the same way for AIS and for R
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,7 @@ from boltzlab import distributed, operators
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.adaptive_schedules import ScheduleInfo, resolve_schedule
+from boltzlab.estimators.ais_budget import ChainBudget, ChainPlan, budget_failures, next_round, plan_chains
 from boltzlab.estimators.annealing import (
     add_log_f_increment_,
     check_finite_log_weights,
@@ -58,7 +59,6 @@ from boltzlab.models.base import TemperedModel
 from boltzlab.numerics import ess, log_mean_exp, log_mean_exp_stderr
 from boltzlab.operators.base import Operator
 from boltzlab.rng import resolve_generator
-from boltzlab.validation import check_positive_int
 
 __all__ = ["AISInfo", "AnnealingStart", "ais", "start_annealing"]
 
@@ -93,6 +93,8 @@ class AISInfo:
         The chains after the last sweep, on the model's device. Their layers outside the summed-out
         group (the visible units of an RBM) with ``log_weights`` are a properly weighted sample of
         the target: ``mean(w·φ(x)) → Z·E_p[φ]`` (what :mod:`boltzlab.estimators.anchored` uses).
+    budget : ChainBudget or None
+        The chain budget's rounds, the error bar after each and why it stopped.
     """
 
     log_weights: Tensor
@@ -103,6 +105,7 @@ class AISInfo:
     n_chains: int
     schedule_info: ScheduleInfo | None = None
     final_chains: Chains | None = None
+    budget: ChainBudget | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +179,7 @@ def start_annealing(
 def ais(
     model: TemperedModel,
     *,
-    n_chains: int = 100,
+    n_chains: int | None = None,
     n_temperatures: int | None = None,
     schedule: str | Tensor | Sequence[float] = "sm08",
     operator: str | Operator = "gibbs",
@@ -185,6 +188,8 @@ def ais(
     decelerate: float | None = None,
     schedule_options: Mapping[str, Any] | None = None,
     blocks: int | None = None,
+    max_chains: int | None = None,
+    target_stderr: float | None = None,
     **unknown: Any,
 ) -> LogZEstimate:
     """Estimate ``log Z`` by annealed importance sampling from the model's base.
@@ -195,8 +200,13 @@ def ais(
         Any model on the tempered-family protocol (an RBM, ...). Its base should be fitted
         to data (``model.set_base_rate(train_data)``): on MNIST-sized RBMs AIS from a
         uniform base misses log Z by nats, from the base-rate base by hundredths.
-    n_chains : int, default 100
-        Independent annealing runs ``M``, all advanced together as one batch.
+    n_chains : int, optional
+        Independent annealing runs ``M``, all advanced together as one batch: exactly this
+        many when given (and no ``max_chains``). Default: a chain budget
+        (:mod:`boltzlab.estimators.ais_budget`): 100 chains first, then further rounds of
+        independent chains on the same schedule while the pooled weights fail a check (ESS,
+        chain-group agreement, standard error above ``target_stderr``), up to ``max_chains``;
+        ``info.budget`` says what happened.
     n_temperatures : int, optional
         ``K``, the number of increments (schedule length minus one); each chain makes
         ``K − 1`` sweeps. Default: the schedule's own (14,500 for ``"sm08"``, the
@@ -225,6 +235,11 @@ def ais(
         process whole blocks and gather the weights (docs/architecture.md, "Scaling out"). The
         log-weights then depend on the seed and ``blocks`` only, not on the number of processes.
         Default: blocks only in a process group (``max(8, world_size)`` of them).
+    max_chains : int, optional
+        Cap of the chain budget (default 1,600 when ``n_chains`` is unset); given with
+        ``n_chains``, the budget starts from ``n_chains`` chains.
+    target_stderr : float, optional
+        Standard error (nats) the chain budget grows to reach; default 0.1.
 
     Returns
     -------
@@ -252,9 +267,10 @@ def ais(
     if unknown:
         raise ValidationError(
             f"unknown AIS option(s) {', '.join(sorted(unknown))}; AIS takes n_chains, n_temperatures, "
-            "schedule, operator, generator, record_ess, decelerate, schedule_options, blocks"
+            "schedule, operator, generator, record_ess, decelerate, schedule_options, blocks, max_chains, "
+            "target_stderr"
         )
-    n_chains = check_positive_int(n_chains, "n_chains")
+    plan = plan_chains(n_chains, max_chains, target_stderr)
     start = start_annealing(
         model,
         schedule=schedule,
@@ -267,21 +283,20 @@ def ais(
     schedule_info = start.schedule_info
     betas = schedule_info.betas
 
-    if blocks is None and not distributed.topology().active:
-        log_weights, sums, final_chains = _anneal(
-            model,
-            start.transition,
-            betas,
-            n_chains=n_chains,
-            generator=start.generator,
-            record_ess=record_ess,
-            refresh_summed=start.refresh,
-        )
-    else:
-        log_weights, sums, final_chains = _anneal_sharded(
-            model, start, betas, n_chains=n_chains, blocks=blocks, record_ess=record_ess
-        )
-    check_finite_log_weights(log_weights)
+    def run_round(chains: int) -> tuple[Tensor, Tensor | None, Chains]:
+        if blocks is None and not distributed.topology().active:
+            return _anneal(
+                model,
+                start.transition,
+                betas,
+                n_chains=chains,
+                generator=start.generator,
+                record_ess=record_ess,
+                refresh_summed=start.refresh,
+            )
+        return _anneal_sharded(model, start, betas, n_chains=chains, blocks=blocks, record_ess=record_ess)
+
+    log_weights, sums, final_chains, budget = _run_budget(run_round, plan)
     log_ess_trace = None if sums is None else 2.0 * sums[:, 0] - sums[:, 1]
 
     info = AISInfo(
@@ -290,18 +305,53 @@ def ais(
         schedule=betas,
         log_ess_trace=log_ess_trace,
         operator=operator_name(start.transition),
-        n_chains=n_chains,
+        n_chains=log_weights.numel(),
         schedule_info=schedule_info,
         final_chains=final_chains,
+        budget=budget,
     )
     return LogZEstimate(
         log_z=float(log_mean_exp(log_weights)),  # + log Z_0, which is 0 for the normalised base
         stderr=log_mean_exp_stderr(log_weights),
         method="ais",
-        cost_sweeps=n_chains * (betas.numel() - 2) + schedule_info.cost_sweeps,
+        cost_sweeps=log_weights.numel() * (betas.numel() - 2) + schedule_info.cost_sweeps,
         bound="lower",
         info=info,
     )
+
+
+def _run_budget(
+    run_round: Callable[[int], tuple[Tensor, Tensor | None, Chains]], plan: ChainPlan
+) -> tuple[Tensor, Tensor | None, Chains, ChainBudget]:
+    """Rounds of independent chains until the pooled weights pass or ``plan.max_chains`` ran
+    (:mod:`boltzlab.estimators.ais_budget`); the pooled weights, ESS sums and final chains."""
+    weights, sums, finals, rounds, stderrs = [], [], [], [], []
+    chains = plan.first
+    while True:
+        round_weights, round_sums, round_final = run_round(chains)
+        weights.append(round_weights)
+        sums.append(round_sums)
+        finals.append(round_final)
+        rounds.append(chains)
+        pooled = torch.cat(weights)
+        check_finite_log_weights(pooled)
+        failures, stderr = budget_failures(pooled, plan.target_stderr)
+        stderrs.append(stderr)
+        chains = next_round(pooled.numel(), stderr, plan) if failures else 0
+        if chains == 0:
+            break
+    stopped = "fixed budget" if plan.fixed else ("max_chains reached" if failures else "checks passed")
+    budget = ChainBudget(
+        rounds=tuple(rounds),
+        stderrs=tuple(stderrs),
+        stopped=stopped,
+        max_chains=plan.max_chains,
+        target_stderr=plan.target_stderr,
+        failures=tuple(failures),
+    )
+    pooled_sums = None if sums[0] is None else torch.logsumexp(torch.stack(sums), 0)  # type: ignore[arg-type]
+    final = finals[0] if len(finals) == 1 else Chains.concatenate(finals)
+    return pooled, pooled_sums, final, budget
 
 
 def _anneal(

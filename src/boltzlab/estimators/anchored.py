@@ -40,6 +40,7 @@ from torch.nn.functional import softplus
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.ais import AISInfo, ais
+from boltzlab.estimators.ais_budget import DEFAULT_CHAINS
 from boltzlab.estimators.lower_bound import (
     LowerBound,
     VisitedStates,
@@ -182,7 +183,8 @@ def anchored_ais(
     generator : torch.Generator or int, optional
     **ais_options
         AIS's options (:func:`boltzlab.estimators.ais.ais`: ``n_chains``, ``n_temperatures``,
-        ``schedule``, ``operator``, ...), with AIS's defaults; the anchor chains use the same
+        ``schedule``, ``operator``, ...), with AIS's defaults except its chain budget: 100
+        chains unless ``n_chains`` or ``max_chains`` is given; the anchor chains use the same
         ``operator``.
 
     Returns
@@ -230,6 +232,11 @@ def anchored_ais(
             generator=generator,
         )
     )
+    if "n_chains" not in ais_options and "max_chains" not in ais_options:
+        # A fixed 100 chains: AIS's chain budget judges plain AIS's weights, whose spread the
+        # anchor replaces (on the sharp models where those weights are degenerate, the budget
+        # would run 16× the chains for an estimate the anchor already pins down).
+        ais_options = {**ais_options, "n_chains": DEFAULT_CHAINS}
     plain = ais(model, generator=generator, **ais_options)
     info_ais: AISInfo = plain.info
     assert info_ais.final_chains is not None  # AIS always keeps them

@@ -11,6 +11,7 @@ split the sweeps between their initial iterations and the long run (:func:`tempe
 from __future__ import annotations
 
 from boltzlab.errors import ValidationError
+from boltzlab.estimators.ais_budget import DEFAULT_CHAINS
 from boltzlab.validation import check_positive_int
 
 __all__ = ["ANNEALING_METHODS", "TEMPERED_METHODS", "matched_options", "tempered_budget"]
@@ -73,7 +74,7 @@ def matched_options(method: str, sweeps_per_chain: int) -> dict[str, int]:
     """Estimator options that cost ``sweeps_per_chain`` Gibbs sweeps per chain (the papers' x-axis).
 
     AIS and RAISE get that many temperatures (RTS paper, Fig. 3: "as many temperatures as RTS's
-    total sweeps"); the tempered-sampling methods get :func:`tempered_budget`; ``"exact"``
+    total sweeps"), AIS with a fixed 100 chains (no chain budget); the tempered-sampling methods get :func:`tempered_budget`; ``"exact"``
     takes none. Anchored AIS gets AIS's temperatures; its anchor chains' fixed 200,000
     chain-sweeps come on top (its ``cost_sweeps`` counts them, so a table shows the
     difference).
@@ -94,7 +95,11 @@ def matched_options(method: str, sweeps_per_chain: int) -> dict[str, int]:
     if method == "exact":
         return {}
     if method in ANNEALING_METHODS:
-        return {"n_temperatures": check_positive_int(sweeps_per_chain, "sweeps_per_chain")}
+        options = {"n_temperatures": check_positive_int(sweeps_per_chain, "sweeps_per_chain")}
+        if method == "ais":
+            # A matched budget is a kept budget: AIS's chain budget would add chains.
+            options["n_chains"] = DEFAULT_CHAINS
+        return options
     if method in TEMPERED_METHODS:
         return tempered_budget(sweeps_per_chain)
     raise ValidationError(

@@ -256,10 +256,7 @@ def visited_states(
                 # Few rows (RAISE's held-out examples, say): the rest start from the base, so
                 # the bound is never weaker than the one without data.
                 base = model.init_chains(n_chains - rows.shape[0], generator=generator).with_beta(1.0)
-                chains = Chains(
-                    layers=tuple(torch.cat(pair) for pair in zip(chains.layers, base.layers, strict=True)),
-                    beta=torch.cat([chains.beta, base.beta]),
-                )
+                chains = Chains.concatenate([chains, base])
                 started_from = "data and base"
         else:
             chains = model.init_chains(n_chains, generator=generator).with_beta(1.0)

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from boltzlab.estimators.ais_budget import ChainBudget
 from boltzlab.estimators.lower_bound import certified_lower_bound, supports_lower_bound
 from boltzlab.estimators.mbar import mbar_for_groups
 from boltzlab.estimators.result import LogZEstimate
@@ -80,6 +81,12 @@ def judge(
             values, stderrs = group_log_means(log_weights, N_GROUPS)
             verdict.check(check_group_agreement(values, stderrs, what="chain groups"))
             estimate = _widened_by_groups(estimate, values, verdict)
+    chain_budget = getattr(estimate.info, "budget", None)
+    if isinstance(chain_budget, ChainBudget) and chain_budget.stopped == "max_chains reached":
+        verdict.note(
+            f"AIS's chain budget ran {sum(chain_budget.rounds)} chains in {len(chain_budget.rounds)} rounds "
+            f"(max_chains {chain_budget.max_chains}) with a check still failing: {chain_budget.failures[0]}"
+        )
     samples = getattr(estimate.info, "samples", None)
     if isinstance(samples, TemperedSamples):
         for message in _tempered_checks(samples, estimate):

@@ -100,7 +100,6 @@ from boltzlab.training.settings import setting_record
 from boltzlab.training.tracking_start import start_tracking
 from boltzlab.training.tracking_state import (
     RTSTrackingState,
-    concatenate_chains,
     tracking_state_from_tensors,
     tracking_state_tensors,
 )
@@ -342,7 +341,7 @@ class RTSTracking(NegativePhaseBase):
         found = [chains for chains in swept.target if chains.n_chains > 0]
         n_reused = state.n_reused
         if found:
-            target = found[0] if len(found) == 1 else concatenate_chains(found)
+            target = found[0] if len(found) == 1 else Chains.concatenate(found)
         else:  # no chain reached β = 1 during this update: reuse the latest β = 1 states
             target, n_reused = state.target, n_reused + 1
         log_z_hat, influence, log_c = state.log_z_hat, state.influence, state.log_c

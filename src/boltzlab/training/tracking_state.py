@@ -17,7 +17,6 @@ from boltzlab.errors import ValidationError
 
 __all__ = [
     "RTSTrackingState",
-    "concatenate_chains",
     "layers_from_tensors",
     "tracking_state_from_tensors",
     "tracking_state_tensors",
@@ -152,14 +151,6 @@ def tracking_state_from_tensors(
         n_reused=int(counters[1]),
         initial_stop_statistics=tensors["initial_stop_statistics"].to(torch.float64),
     )
-
-
-def concatenate_chains(parts: list[Chains]) -> Chains:
-    """One :class:`~boltzlab.chains.Chains` holding ``parts`` one after another (rows)."""
-    layers = tuple(
-        torch.cat(layer_parts) for layer_parts in zip(*(part.layers for part in parts), strict=True)
-    )
-    return Chains(layers=layers, beta=torch.cat([part.beta for part in parts]))
 
 
 def layers_from_tensors(tensors: dict[str, Tensor], prefix: str, model: Any) -> tuple[Tensor, ...]:
