@@ -236,6 +236,7 @@ def test_sharded_ais_same_weights_on_one_two_and_four_processes(ais_runs):
         assert all(o.returncode == 0 for o in outcomes), (world, [o.stderr[-2000:] for o in outcomes])
     one, two, four = ais_runs[1][1], ais_runs[2][1], ais_runs[4][1]
     assert one["world_size"] == 1 and two["world_size"] == 2 and four["world_size"] == 4
+    assert one["rounds"] == two["rounds"] == four["rounds"] == (64, 128)  # AIS's chain budget grew
     assert torch.equal(one["log_weights"], four["log_weights"])  # 8 blocks: 2 per process
     assert one["lower_bound"] == four["lower_bound"]
     assert torch.equal(one["log_weights"], two["log_weights"])
@@ -249,7 +250,7 @@ def test_sharded_ais_same_weights_on_one_two_and_four_processes(ais_runs):
 @pytest.mark.slow
 def test_sharded_ais_agrees_with_exact_log_z(ais_runs):
     result = ais_runs[2][1]
-    assert result["log_weights"].shape == (64,)
+    assert result["log_weights"].shape == (192,)
     assert abs(result["log_z"] - result["exact"]) < 4 * result["stderr"]
 
 

@@ -29,10 +29,21 @@ def tiny_model() -> tuple[bl.RBM, torch.Tensor]:
 
 def ais() -> dict:
     model, _ = tiny_model()
+    # A chain budget that must grow (a 0.001-nat target): 64 chains, then 128 more, every
+    # process deciding the second round from the same gathered weights.
     result = bl.estimate_log_z(
-        model, method="ais", n_chains=64, n_temperatures=300, schedule="linear", blocks=8, generator=5
+        model,
+        method="ais",
+        n_chains=64,
+        max_chains=192,
+        target_stderr=1e-3,
+        n_temperatures=300,
+        schedule="linear",
+        blocks=8,
+        generator=5,
     )
     return {
+        "rounds": result.info.budget.rounds,
         "log_weights": result.info.log_weights,
         "log_z": result.log_z,
         "stderr": result.stderr,

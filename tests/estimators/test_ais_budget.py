@@ -53,11 +53,35 @@ def test_the_budget_grows_until_the_error_bar_passes_and_stays_right():
     )
 
 
-def test_a_given_n_chains_is_one_round():
+def test_a_given_n_chains_is_one_round_even_when_its_checks_fail():
     result = bl.estimate_log_z(hard_model(), method="ais", n_chains=60, generator=0, **HARD)
-    assert result.info.budget.rounds == (60,)
-    assert result.info.budget.stopped == "fixed budget"
+    budget = result.info.budget
+    assert budget.rounds == (60,) and budget.stopped == "fixed budget"
+    assert budget.failures, "the fixed run should fail the 0.1-nat target on this model"
     assert not any("chain budget" in warning for warning in result.warnings)
+
+
+def test_n_chains_with_max_chains_starts_the_budget_there():
+    result = bl.estimate_log_z(hard_model(), method="ais", n_chains=60, max_chains=500, generator=0, **HARD)
+    budget = result.info.budget
+    assert budget.rounds[0] == 60 and len(budget.rounds) >= 2 and sum(budget.rounds) <= 500
+
+
+def test_a_cap_below_the_first_round_lowers_it():
+    result = bl.estimate_log_z(hard_model(), method="ais", max_chains=40, generator=0, **HARD)
+    assert result.info.budget.rounds == (40,)
+    assert result.info.budget.stopped == "max_chains reached"
+
+
+def test_blocked_chains_grow_in_rounds_and_are_reproducible():
+    # blocks= runs the sharded path (one process here): every round cuts its chains into
+    # blocks with their own streams, drawn from the run's generator.
+    options = {"blocks": 8, "generator": 4, "target_stderr": 0.05, "lower_bound_sweeps": 0, **HARD}
+    first = bl.estimate_log_z(hard_model(), method="ais", **options)
+    again = bl.estimate_log_z(hard_model(), method="ais", **options)
+    assert len(first.info.budget.rounds) >= 2
+    assert sum(first.info.budget.rounds) == first.info.n_chains == first.info.final_chains.n_chains
+    assert torch.equal(first.info.log_weights, again.info.log_weights)
 
 
 def test_the_cap_is_kept_and_the_verdict_says_the_checks_still_fail():
@@ -90,8 +114,11 @@ def test_rounds_ask_for_what_the_error_says_at_least_doubling_within_the_cap():
     assert next_round(1000, 1.0, plan) == DEFAULT_MAX_CHAINS - 1000
     assert next_round(DEFAULT_MAX_CHAINS, 1.0, plan) == 0
     assert next_round(100, math.inf, plan) == 100
+    # No last round of a handful: 1,495 run and 100 wanted would leave 5, so all 105 are taken.
+    assert next_round(1495, 0.11, plan) == 105
     assert plan_chains(50, None, None).fixed
     assert plan_chains(50, 400, None).max_chains == 400 and not plan_chains(50, 400, None).fixed
+    assert plan_chains(None, 40, None).first == 40
 
 
 def test_budget_failures_name_the_check_and_the_threshold():
@@ -111,6 +138,7 @@ def test_budget_failures_name_the_check_and_the_threshold():
         ({"target_stderr": 0.0}, "target_stderr"),
         ({"max_chains": 0}, "max_chains"),
         ({"n_chains": -1}, "n_chains"),
+        ({"n_chains": 200, "max_chains": 100}, "below n_chains"),
     ],
 )
 def test_bad_budget_options_are_refused(options, match):

@@ -197,7 +197,7 @@ def varopt(
     generator : torch.Generator or int, optional
     pilot_chains, pilot_temperatures : int, default 100 and 1000
         ``M_p`` and ``K_p`` of the pilot (the paper's were lost, docs/open-questions.md item 3): it costs
-        ``M_p·(K_p − 1)`` sweeps, 7 % of a default AIS run (100 chains × 14,500).
+        ``M_p·(K_p − 1)`` sweeps, 7 % of AIS's first round (100 chains × 14,500).
     statistic : {"marginal", "joint"}, default "marginal"
         ``g = Var[s_β(v)]`` with the hidden units summed out, like the weights (docs/open-questions.md item 2),
         or the joint ``Var_{p_β(v,h)}[Δ(v,h)]``.

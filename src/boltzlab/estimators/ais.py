@@ -33,7 +33,7 @@ are resolved, and a uniform base is warned about, the same way for AIS and for R
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,10 +44,9 @@ from boltzlab import distributed, operators
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.adaptive_schedules import ScheduleInfo, resolve_schedule
-from boltzlab.estimators.ais_budget import ChainBudget, ChainPlan, budget_failures, next_round, plan_chains
+from boltzlab.estimators.ais_budget import ChainBudget, plan_chains, run_budget
 from boltzlab.estimators.annealing import (
     add_log_f_increment_,
-    check_finite_log_weights,
     operator_name,
     reads_current_state,
     redraw_summed_group,
@@ -86,6 +85,7 @@ class AISInfo:
     operator : str
         Name of the transition operator.
     n_chains : int
+        Chains run, over every round of the chain budget.
     schedule_info : ScheduleInfo or None
         How the schedule was made: for ``"varopt"``/``"gms13"`` the measured g, the pilot's
         on-the-fly ESS and its cost; the deceleration δ if one was applied.
@@ -251,7 +251,8 @@ def ais(
     Raises
     ------
     ValidationError
-        For a bad ``n_chains``, schedule, operator or unknown option.
+        For a bad ``n_chains``, ``max_chains`` (or one below ``n_chains``), ``target_stderr``,
+        schedule, operator or unknown option.
     DivergenceError
         When the log-weights are NaN or ``+inf``, or none of them is finite.
 
@@ -296,7 +297,7 @@ def ais(
             )
         return _anneal_sharded(model, start, betas, n_chains=chains, blocks=blocks, record_ess=record_ess)
 
-    log_weights, sums, final_chains, budget = _run_budget(run_round, plan)
+    log_weights, sums, final_chains, budget = run_budget(run_round, plan)
     log_ess_trace = None if sums is None else 2.0 * sums[:, 0] - sums[:, 1]
 
     info = AISInfo(
@@ -318,40 +319,6 @@ def ais(
         bound="lower",
         info=info,
     )
-
-
-def _run_budget(
-    run_round: Callable[[int], tuple[Tensor, Tensor | None, Chains]], plan: ChainPlan
-) -> tuple[Tensor, Tensor | None, Chains, ChainBudget]:
-    """Rounds of independent chains until the pooled weights pass or ``plan.max_chains`` ran
-    (:mod:`boltzlab.estimators.ais_budget`); the pooled weights, ESS sums and final chains."""
-    weights, sums, finals, rounds, stderrs = [], [], [], [], []
-    chains = plan.first
-    while True:
-        round_weights, round_sums, round_final = run_round(chains)
-        weights.append(round_weights)
-        sums.append(round_sums)
-        finals.append(round_final)
-        rounds.append(chains)
-        pooled = torch.cat(weights)
-        check_finite_log_weights(pooled)
-        failures, stderr = budget_failures(pooled, plan.target_stderr)
-        stderrs.append(stderr)
-        chains = next_round(pooled.numel(), stderr, plan) if failures else 0
-        if chains == 0:
-            break
-    stopped = "fixed budget" if plan.fixed else ("max_chains reached" if failures else "checks passed")
-    budget = ChainBudget(
-        rounds=tuple(rounds),
-        stderrs=tuple(stderrs),
-        stopped=stopped,
-        max_chains=plan.max_chains,
-        target_stderr=plan.target_stderr,
-        failures=tuple(failures),
-    )
-    pooled_sums = None if sums[0] is None else torch.logsumexp(torch.stack(sums), 0)  # type: ignore[arg-type]
-    final = finals[0] if len(finals) == 1 else Chains.concatenate(finals)
-    return pooled, pooled_sums, final, budget
 
 
 def _anneal(

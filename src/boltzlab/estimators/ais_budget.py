@@ -15,22 +15,30 @@ agreement of independent chain groups, and the standard error (the larger of the
 method's and the groups' spread) against ``target_stderr``. While a check fails and fewer
 than ``max_chains`` chains have run, another round adds as many chains as the observed error
 says are needed (at least doubling, within the cap), on the same schedule. All rounds'
-chains are independent, so their weights pool into one unbiased ``Ẑ``. A given ``n_chains``
-gets exactly one round (a budget given is a budget kept), unless ``max_chains`` is given too.
+chains are independent and each round's ``Ẑ`` is unbiased; the rounds' weights pool into one
+estimate. A given ``n_chains`` gets exactly one round (a budget given is a budget kept), unless
+``max_chains`` is given too.
 
-Stopping when the *measured* error is small is a data-dependent rule: a round that misses the
-heavy tail stops with an error bar that is too narrow. The chain-group check and the
-certified lower bound of the verdict are there for that case.
+Stopping when the *measured* error is small is a data-dependent rule: it favours runs that
+missed the heavy tail, so the pooled ``Ẑ`` is biased slightly low (AIS stays a stochastic
+lower bound) and such a run stops with an error bar that is too narrow; the error measure
+itself takes the spread of only four chain groups. The chain-group check and the certified
+lower bound of the verdict are there for that case.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor
 
+from boltzlab import distributed
+from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
+from boltzlab.estimators.annealing import check_finite_log_weights
 from boltzlab.estimators.trust import (
     N_GROUPS,
     check_ess,
@@ -50,6 +58,7 @@ __all__ = [
     "budget_failures",
     "next_round",
     "plan_chains",
+    "run_budget",
 ]
 
 #: Chains of AIS's first round (Salakhutdinov & Murray 2008 used 100).
@@ -66,16 +75,13 @@ _MARGIN = 1.25
 
 @dataclass(frozen=True, slots=True)
 class ChainPlan:
-    """How many chains AIS runs first and at most, and the error bar it grows them to."""
+    """How many chains AIS runs first and at most, and the error bar it grows them to;
+    ``fixed`` when the caller fixed ``n_chains`` (one round, whatever the checks say)."""
 
     first: int
     max_chains: int
     target_stderr: float
-
-    @property
-    def fixed(self) -> bool:
-        """One round only (the caller fixed ``n_chains``)."""
-        return self.max_chains == self.first
+    fixed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +99,8 @@ class ChainBudget:
     max_chains : int
     target_stderr : float
     failures : tuple of str
-        The checks still failing when the budget stopped (empty when they passed).
+        The checks still failing when the budget stopped (empty when they passed; a fixed
+        budget records them too, for the record: they do not make it grow).
     """
 
     rounds: tuple[int, ...]
@@ -110,15 +117,24 @@ class ChainBudget:
 
 def plan_chains(n_chains: int | None, max_chains: int | None, target_stderr: float | None) -> ChainPlan:
     """The chain plan for AIS's ``n_chains``, ``max_chains`` and ``target_stderr`` options."""
-    first = DEFAULT_CHAINS if n_chains is None else check_positive_int(n_chains, "n_chains")
     target = TARGET_STDERR if target_stderr is None else float(target_stderr)
     if not target > 0.0:
         raise ValidationError(f"target_stderr must be a positive number of nats, got {target_stderr!r}")
-    if max_chains is None:
-        cap = first if n_chains is not None else max(first, DEFAULT_MAX_CHAINS)
-    else:
-        cap = max(first, check_positive_int(max_chains, "max_chains"))
-    return ChainPlan(first=first, max_chains=cap, target_stderr=target)
+    cap = None if max_chains is None else check_positive_int(max_chains, "max_chains")
+    if n_chains is None:
+        first = DEFAULT_CHAINS if cap is None else min(DEFAULT_CHAINS, cap)
+        return ChainPlan(
+            first=first, max_chains=DEFAULT_MAX_CHAINS if cap is None else cap, target_stderr=target
+        )
+    first = check_positive_int(n_chains, "n_chains")
+    if cap is not None and cap < first:
+        raise ValidationError(
+            f"max_chains ({cap}) is below n_chains ({first}): the chain budget starts from n_chains and "
+            "grows up to max_chains; raise max_chains or leave it out for exactly n_chains chains"
+        )
+    return ChainPlan(
+        first=first, max_chains=first if cap is None else cap, target_stderr=target, fixed=cap is None
+    )
 
 
 def budget_failures(log_weights: Tensor, target_stderr: float) -> tuple[list[str], float]:
@@ -142,9 +158,65 @@ def budget_failures(log_weights: Tensor, target_stderr: float) -> tuple[list[str
 
 def next_round(total: int, stderr: float, plan: ChainPlan) -> int:
     """Chains of the next round: what ``stderr`` says is needed to reach the target (error ∝
-    1/√chains), at least as many as have run, within ``plan.max_chains``."""
+    1/√chains), at least as many as have run, within ``plan.max_chains``.
+
+    A round never leaves fewer than ``plan.first`` chains under the cap: it takes them too,
+    rather than leaving a last round of a handful of chains, which costs a full round's
+    time on a GPU and has fewer chains than a sharded run has blocks.
+    """
     if math.isfinite(stderr) and stderr > 0.0:
         wanted = math.ceil(total * (stderr / plan.target_stderr) ** 2 * _MARGIN) - total
     else:
         wanted = total
-    return max(0, min(max(wanted, total), plan.max_chains - total))
+    left = max(0, plan.max_chains - total)
+    chains = min(max(wanted, total), left)
+    return left if left - chains < plan.first else chains
+
+
+def run_budget(
+    run_round: Callable[[int], tuple[Tensor, Tensor | None, Chains]], plan: ChainPlan
+) -> tuple[Tensor, Tensor | None, Chains, ChainBudget]:
+    """Rounds of ``run_round(chains)`` until the pooled weights pass or ``plan.max_chains`` ran.
+
+    ``run_round`` returns one round's log-weights (shape ``(chains,)``, float64), its per-
+    temperature ``logsumexp`` sums of ``log w`` and ``2·log w`` (shape ``(K, 2)``, or ``None``)
+    and its final chains. Returns the pooled weights, the pooled sums (``logsumexp`` over
+    rounds), the final chains in the weights' order and the :class:`ChainBudget`.
+    """
+    weights: list[Tensor] = []
+    sums: list[Tensor | None] = []
+    finals: list[Chains] = []
+    rounds: list[int] = []
+    stderrs: list[float] = []
+    chains = plan.first
+    while True:
+        round_weights, round_sums, round_final = run_round(chains)
+        weights.append(round_weights)
+        sums.append(round_sums)
+        finals.append(round_final)
+        rounds.append(chains)
+        pooled = torch.cat(weights)
+        check_finite_log_weights(pooled)
+        failures, stderr = budget_failures(pooled, plan.target_stderr)
+        stderrs.append(stderr)
+        chains = next_round(pooled.numel(), stderr, plan) if failures else 0
+        if distributed.topology().active:
+            # Every process decides from the same gathered weights; a disagreement (float
+            # rounding that depends on the batch) would leave one process waiting for a
+            # round the others never start, so it is an error here instead of a hang.
+            chains = distributed.agree(chains, "AIS chain budget's next round")
+        if chains == 0:
+            break
+    stopped = "fixed budget" if plan.fixed else ("max_chains reached" if failures else "checks passed")
+    budget = ChainBudget(
+        rounds=tuple(rounds),
+        stderrs=tuple(stderrs),
+        stopped=stopped,
+        max_chains=plan.max_chains,
+        target_stderr=plan.target_stderr,
+        failures=tuple(failures),
+    )
+    present = [part for part in sums if part is not None]
+    pooled_sums = torch.logsumexp(torch.stack(present), 0) if len(present) == len(sums) else None
+    final = finals[0] if len(finals) == 1 else Chains.concatenate(finals)
+    return pooled, pooled_sums, final, budget

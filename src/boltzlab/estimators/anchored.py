@@ -184,7 +184,7 @@ def anchored_ais(
     **ais_options
         AIS's options (:func:`boltzlab.estimators.ais.ais`: ``n_chains``, ``n_temperatures``,
         ``schedule``, ``operator``, ...), with AIS's defaults except its chain budget: 100
-        chains unless ``n_chains`` or ``max_chains`` is given; the anchor chains use the same
+        chains unless ``n_chains``, ``max_chains`` or ``target_stderr`` is given; the anchor chains use the same
         ``operator``.
 
     Returns
@@ -232,7 +232,7 @@ def anchored_ais(
             generator=generator,
         )
     )
-    if "n_chains" not in ais_options and "max_chains" not in ais_options:
+    if not {"n_chains", "max_chains", "target_stderr"} & ais_options.keys():
         # A fixed 100 chains: AIS's chain budget judges plain AIS's weights, whose spread the
         # anchor replaces (on the sharp models where those weights are degenerate, the budget
         # would run 16× the chains for an estimate the anchor already pins down).

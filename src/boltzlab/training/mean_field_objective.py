@@ -44,6 +44,7 @@ from torch import Tensor
 from boltzlab import gemm
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
+from boltzlab.estimators.ais_budget import DEFAULT_CHAINS
 from boltzlab.models.dbm import DBM
 from boltzlab.models.mean_field import mean_field_fixed_point, variational_lower_bound
 from boltzlab.rng import make_generator
@@ -213,7 +214,9 @@ class VariationalBoundTracker(Callback):
     log_z : {"exact", "ais"}, default "exact"
         Exact enumeration (small models) or :func:`boltzlab.estimate_log_z` with ``"ais"``.
     ais_options : dict, optional
-        Options of the AIS estimate, e.g. ``{"n_chains": 100, "n_temperatures": 1000}``.
+        Options of the AIS estimate, e.g. ``{"n_chains": 100, "n_temperatures": 1000}``; AIS's
+        chains default to a fixed 100 here (no chain budget) unless ``n_chains``,
+        ``max_chains`` or ``target_stderr`` is given.
     seed : int, default 0
         The AIS estimate at update ``t`` uses its own generator seeded from ``(seed, t)``, so
         tracking never touches the trainer's random stream and a resumed run measures the same.
@@ -255,6 +258,9 @@ class VariationalBoundTracker(Callback):
         )
         self.log_z_method = log_z
         self.ais_options = dict(ais_options or {})
+        if not {"n_chains", "max_chains", "target_stderr"} & self.ais_options.keys():
+            # A tracker measures every few updates: a fixed cost, not AIS's growing chain budget.
+            self.ais_options["n_chains"] = DEFAULT_CHAINS
         self.seed = seed
         self.n_examples = None if n_examples is None else check_positive_int(n_examples, "n_examples")
         if isinstance(n_mean_field_updates, bool) or not isinstance(n_mean_field_updates, int):
