@@ -189,3 +189,16 @@ def test_bernoulli_is_reproducible_from_the_seed():
     second = rng.sample_bernoulli(probability, generator=rng.make_generator(2))
     third = rng.sample_bernoulli(probability, generator=rng.make_generator(3))
     assert torch.equal(first, second) and not torch.equal(first, third)
+
+
+def test_fork_leaves_the_parent_stream_alone_and_is_reproducible():
+    parent = rng.make_generator(11)
+    before = parent.get_state().clone()
+    child = rng.fork(parent, 3)
+    assert torch.equal(parent.get_state(), before)
+    again = rng.fork(rng.make_generator(11), 3)
+    assert torch.equal(torch.rand(5, generator=child), torch.rand(5, generator=again))
+    other = rng.fork(rng.make_generator(11), 4)
+    assert not torch.equal(
+        torch.rand(5, generator=rng.fork(rng.make_generator(11), 3)), torch.rand(5, generator=other)
+    )

@@ -30,6 +30,7 @@ __all__ = [
     "counter_bits",
     "counter_keys",
     "fill_centered_uniform_",
+    "fork",
     "get_state",
     "make_generator",
     "rand",
@@ -84,6 +85,15 @@ def spawn(generator: torch.Generator, n: int) -> list[torch.Generator]:
     """``n`` child generators seeded from ``generator`` (advances it by ``n`` draws)."""
     seeds = torch.randint(0, 2**62, (n,), generator=generator, device=generator.device)
     return [make_generator(int(s), generator.device) for s in seeds.tolist()]
+
+
+def fork(generator: torch.Generator, stream: int) -> torch.Generator:
+    """A generator for side work (stream ``stream``) seeded from ``generator``'s state, which
+    it leaves untouched: the caller's own draws are the same with or without the side work."""
+    copy = torch.Generator(device=generator.device)
+    copy.set_state(generator.get_state())
+    seed = int(torch.randint(0, 2**62, (1,), generator=copy, device=generator.device))
+    return make_generator(block_seed(seed, stream), generator.device)
 
 
 def get_state(generator: torch.Generator) -> Tensor:

@@ -52,6 +52,7 @@ from boltzlab.estimators.annealing import (
     redraw_summed_group,
     warn_if_uniform_base,
 )
+from boltzlab.estimators.lower_bound import LowerBound
 from boltzlab.estimators.registry import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.models.base import TemperedModel
@@ -190,6 +191,7 @@ def ais(
     blocks: int | None = None,
     max_chains: int | None = None,
     target_stderr: float | None = None,
+    lower_bound: LowerBound | None = None,
     **unknown: Any,
 ) -> LogZEstimate:
     """Estimate ``log Z`` by annealed importance sampling from the model's base.
@@ -240,6 +242,9 @@ def ais(
         ``n_chains``, the budget starts from ``n_chains`` chains.
     target_stderr : float, optional
         Standard error (nats) the chain budget grows to reach; default 0.1.
+    lower_bound : LowerBound, optional
+        A certified lower bound on ``log Z``; the chain budget also grows while the estimate
+        sits below it (``estimate_log_z`` passes its verdict's witness when the budget runs).
 
     Returns
     -------
@@ -269,7 +274,7 @@ def ais(
         raise ValidationError(
             f"unknown AIS option(s) {', '.join(sorted(unknown))}; AIS takes n_chains, n_temperatures, "
             "schedule, operator, generator, record_ess, decelerate, schedule_options, blocks, max_chains, "
-            "target_stderr"
+            "target_stderr, lower_bound"
         )
     plan = plan_chains(n_chains, max_chains, target_stderr)
     start = start_annealing(
@@ -297,7 +302,7 @@ def ais(
             )
         return _anneal_sharded(model, start, betas, n_chains=chains, blocks=blocks, record_ess=record_ess)
 
-    log_weights, sums, final_chains, budget = run_budget(run_round, plan)
+    log_weights, sums, final_chains, budget = run_budget(run_round, plan, lower_bound)
     log_ess_trace = None if sums is None else 2.0 * sums[:, 0] - sums[:, 1]
 
     info = AISInfo(

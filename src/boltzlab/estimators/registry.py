@@ -16,7 +16,12 @@ import torch
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.models.base import TemperedModel
 from boltzlab.registry import Registry
-from boltzlab.rng import resolve_generator
+from boltzlab.rng import fork, resolve_generator
+
+#: Chains of the verdict's lower-bound witness (docs/trust.md, "The certified lower bound").
+WITNESS_CHAINS = 1000
+# The rng.fork stream of a witness run before the estimate.
+WITNESS_STREAM = 0x5717
 
 __all__ = ["estimate_log_z", "methods", "register_estimator"]
 
@@ -81,10 +86,35 @@ def estimate_log_z(
         options["anchor_data"] = check_data
     lower_bound_sweeps = options.pop("lower_bound_sweeps", 200)
     generator = resolve_generator(generator, model.device)
-    estimate = function(model, generator=generator, **options)
     # Imported here: the verdict recomputes tempered estimators, whose modules import this one.
+    from boltzlab.estimators.lower_bound import certified_lower_bound, supports_lower_bound
     from boltzlab.estimators.verdicts import judge
 
+    bound = None
+    if (
+        method == "ais"
+        and options.get("n_chains") is None
+        and lower_bound_sweeps > 0
+        and supports_lower_bound(model)
+    ):
+        # AIS's chain budget grows while its estimate sits below the certified bound too
+        # (docs/trust.md, "AIS's chain budget"), so the verdict's witness runs first and is
+        # handed to both. It draws from a fork, so AIS's own draws are those of a run without it.
+        bound = certified_lower_bound(
+            model,
+            data=check_data,
+            n_chains=WITNESS_CHAINS,
+            n_sweeps=lower_bound_sweeps,
+            generator=fork(generator, WITNESS_STREAM),
+        )
+        options["lower_bound"] = bound
+    estimate = function(model, generator=generator, **options)
     return judge(
-        model, estimate, check_data=check_data, lower_bound_sweeps=lower_bound_sweeps, generator=generator
+        model,
+        estimate,
+        check_data=check_data,
+        lower_bound_chains=WITNESS_CHAINS,
+        lower_bound_sweeps=lower_bound_sweeps,
+        generator=generator,
+        bound=bound,
     )

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from boltzlab.estimators.ais_budget import ChainBudget
-from boltzlab.estimators.lower_bound import certified_lower_bound, supports_lower_bound
+from boltzlab.estimators.lower_bound import LowerBound, certified_lower_bound, supports_lower_bound
 from boltzlab.estimators.mbar import mbar_for_groups
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.rts import rts_from_samples
@@ -57,6 +57,7 @@ def judge(
     lower_bound_chains: int = 1000,
     lower_bound_sweeps: int = 200,
     generator: torch.Generator | int | None = None,
+    bound: LowerBound | None = None,
 ) -> LogZEstimate:
     """``estimate`` with ``reliable`` and ``warnings`` filled from every check that applies.
 
@@ -69,6 +70,9 @@ def judge(
     lower_bound_chains, lower_bound_sweeps : int
         Budget of the lower-bound witness; ``lower_bound_sweeps=0`` turns it off.
     generator : torch.Generator or int, optional
+    bound : LowerBound, optional
+        The witness, when the caller already ran it (``estimate_log_z`` does for AIS's chain
+        budget); otherwise it is run here.
     """
     if estimate.method == "exact":
         return estimate
@@ -106,7 +110,7 @@ def judge(
             "the initial iterations did not meet their stopping rule (max_k |ĉ_k/r_k − 1| < 0.1): "
             "the level weights were still moving when the run began"
         )
-    if lower_bound_sweeps > 0 and supports_lower_bound(model):
+    if bound is None and lower_bound_sweeps > 0 and supports_lower_bound(model):
         bound = certified_lower_bound(
             model,
             data=check_data,
@@ -114,6 +118,7 @@ def judge(
             n_sweeps=lower_bound_sweeps,
             generator=generator,
         )
+    if bound is not None:
         verdict.check(check_lower_bound(estimate.log_z, estimate.stderr, bound))
         if bound.started_from == "base":
             # Measured (docs/trust.md): on Fashion-MNIST PCD-const a mode reached only from data
