@@ -93,7 +93,7 @@ def estimate_log_z(
     bound = None
     if (
         method == "ais"
-        and options.get("n_chains") is None
+        and (options.get("n_chains") is None or options.get("max_chains") is not None)  # a budget runs
         and lower_bound_sweeps > 0
         and supports_lower_bound(model)
     ):
