@@ -15,8 +15,10 @@ from boltzlab.estimators.ais_budget import (
     DEFAULT_MAX_CHAINS,
     TARGET_STDERR,
     budget_failures,
+    budget_runs,
     next_round,
     plan_chains,
+    without_budget,
 )
 from boltzlab.estimators.lower_bound import LowerBound
 from harness import random_rbm
@@ -151,6 +153,13 @@ def test_rounds_ask_for_what_the_error_says_at_least_doubling_within_the_cap():
     assert plan_chains(50, None, None).fixed
     assert plan_chains(50, 400, None).max_chains == 400 and not plan_chains(50, 400, None).fixed
     assert plan_chains(None, 40, None).first == 40
+
+
+def test_callers_that_want_a_fixed_cost_keep_100_chains_unless_told_otherwise():
+    assert without_budget({"n_temperatures": 50}) == {"n_temperatures": 50, "n_chains": DEFAULT_CHAINS}
+    assert without_budget({"max_chains": 400}) == {"max_chains": 400}
+    assert budget_runs({}) and budget_runs({"n_chains": 50, "max_chains": 400})
+    assert not budget_runs({"n_chains": 50}) and not budget_runs(without_budget({}))
 
 
 def test_budget_failures_name_the_check_and_the_threshold():

@@ -29,8 +29,9 @@ lower bound of the verdict are there for that case.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -58,10 +59,15 @@ __all__ = [
     "ChainBudget",
     "ChainPlan",
     "budget_failures",
+    "budget_runs",
     "next_round",
     "plan_chains",
     "run_budget",
+    "without_budget",
 ]
+
+# The options that ask for (or shape) the chain budget.
+_BUDGET_OPTIONS = frozenset({"n_chains", "max_chains", "target_stderr"})
 
 #: Chains of AIS's first round (Salakhutdinov & Murray 2008 used 100).
 DEFAULT_CHAINS = 100
@@ -137,6 +143,20 @@ def plan_chains(n_chains: int | None, max_chains: int | None, target_stderr: flo
     return ChainPlan(
         first=first, max_chains=first if cap is None else cap, target_stderr=target, fixed=cap is None
     )
+
+
+def budget_runs(options: Mapping[str, Any]) -> bool:
+    """Whether AIS with these options runs its chain budget (no ``n_chains``, or ``max_chains`` too)."""
+    return options.get("n_chains") is None or options.get("max_chains") is not None
+
+
+def without_budget(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with a fixed ``DEFAULT_CHAINS`` chains, unless they already say how many.
+
+    For callers whose AIS is a part or a periodic measurement (anchored AIS, the DBM bound
+    tracker): a fixed cost, not the budget's growth, unless a budget option was given.
+    """
+    return dict(options) if _BUDGET_OPTIONS & options.keys() else {**options, "n_chains": DEFAULT_CHAINS}
 
 
 def budget_failures(
@@ -230,7 +250,7 @@ def run_budget(
         target_stderr=plan.target_stderr,
         failures=tuple(failures),
     )
-    present = [part for part in sums if part is not None]
-    pooled_sums = torch.logsumexp(torch.stack(present), 0) if len(present) == len(sums) else None
+    # Every round records the ESS sums or none does (one record_ess for the run).
+    pooled_sums = None if sums[0] is None else torch.logsumexp(torch.stack(sums), 0)  # type: ignore[arg-type]
     final = finals[0] if len(finals) == 1 else Chains.concatenate(finals)
     return pooled, pooled_sums, final, budget

@@ -40,7 +40,7 @@ from torch.nn.functional import softplus
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.ais import AISInfo, ais
-from boltzlab.estimators.ais_budget import DEFAULT_CHAINS
+from boltzlab.estimators.ais_budget import without_budget
 from boltzlab.estimators.lower_bound import (
     LowerBound,
     VisitedStates,
@@ -232,11 +232,10 @@ def anchored_ais(
             generator=generator,
         )
     )
-    if not {"n_chains", "max_chains", "target_stderr"} & ais_options.keys():
-        # A fixed 100 chains: AIS's chain budget judges plain AIS's weights, whose spread the
-        # anchor replaces (on the sharp models where those weights are degenerate, the budget
-        # would run 16× the chains for an estimate the anchor already pins down).
-        ais_options = {**ais_options, "n_chains": DEFAULT_CHAINS}
+    # A fixed 100 chains: AIS's chain budget judges plain AIS's weights, whose spread the
+    # anchor replaces (on the sharp models where those weights are degenerate, the budget
+    # would run 16× the chains for an estimate the anchor already pins down).
+    ais_options = without_budget(ais_options)
     plain = ais(model, generator=generator, **ais_options)
     info_ais: AISInfo = plain.info
     assert info_ais.final_chains is not None  # AIS always keeps them

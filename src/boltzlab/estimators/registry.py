@@ -87,16 +87,12 @@ def estimate_log_z(
     lower_bound_sweeps = options.pop("lower_bound_sweeps", 200)
     generator = resolve_generator(generator, model.device)
     # Imported here: the verdict recomputes tempered estimators, whose modules import this one.
+    from boltzlab.estimators.ais_budget import budget_runs
     from boltzlab.estimators.lower_bound import certified_lower_bound, supports_lower_bound
     from boltzlab.estimators.verdicts import judge
 
     bound = None
-    if (
-        method == "ais"
-        and (options.get("n_chains") is None or options.get("max_chains") is not None)  # a budget runs
-        and lower_bound_sweeps > 0
-        and supports_lower_bound(model)
-    ):
+    if method == "ais" and budget_runs(options) and lower_bound_sweeps > 0 and supports_lower_bound(model):
         # AIS's chain budget grows while its estimate sits below the certified bound too
         # (docs/trust.md, "AIS's chain budget"), so the verdict's witness runs first and is
         # handed to both. It draws from a fork, so AIS's own draws are those of a run without it.

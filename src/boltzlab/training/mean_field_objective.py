@@ -44,7 +44,7 @@ from torch import Tensor
 from boltzlab import gemm
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.ais_budget import DEFAULT_CHAINS
+from boltzlab.estimators.ais_budget import without_budget
 from boltzlab.models.dbm import DBM
 from boltzlab.models.mean_field import mean_field_fixed_point, variational_lower_bound
 from boltzlab.rng import make_generator
@@ -257,10 +257,8 @@ class VariationalBoundTracker(Callback):
             isinstance(seed, int) and not isinstance(seed, bool), f"seed must be an integer, got {seed!r}"
         )
         self.log_z_method = log_z
-        self.ais_options = dict(ais_options or {})
-        if not {"n_chains", "max_chains", "target_stderr"} & self.ais_options.keys():
-            # A tracker measures every few updates: a fixed cost, not AIS's growing chain budget.
-            self.ais_options["n_chains"] = DEFAULT_CHAINS
+        # A tracker measures every few updates: a fixed cost, not AIS's growing chain budget.
+        self.ais_options = without_budget(ais_options or {})
         self.seed = seed
         self.n_examples = None if n_examples is None else check_positive_int(n_examples, "n_examples")
         if isinstance(n_mean_field_updates, bool) or not isinstance(n_mean_field_updates, int):
