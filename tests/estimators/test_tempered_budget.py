@@ -7,6 +7,7 @@ import torch
 import boltzlab as bl
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import collect_tempered_samples
+from boltzlab.estimators.lower_bound import LowerBound
 from boltzlab.estimators.rts import rts_from_samples
 from boltzlab.estimators.tempered_budget import DEFAULT_MAX_SWEEPS, TemperedBudget
 from harness import random_rbm, sharp_rbm
@@ -112,6 +113,8 @@ def test_a_run_continues_from_its_final_state():
         ({"max_sweeps": 0}, "max_sweeps"),
         ({"pilot_chains": 0}, "pilot_chains"),
         ({"max_sweep": 10}, "unknown rts option"),
+        ({"target_stderr": 0.0, "max_sweeps": 8}, "target_stderr"),
+        ({"lower_bound": 3.0, "max_sweeps": 8}, "lower_bound must be a LowerBound"),
     ],
 )
 def test_refuses_bad_budget_options(options, message):
@@ -120,6 +123,74 @@ def test_refuses_bad_budget_options(options, message):
         bl.estimate_log_z(
             model, method="rts", n_chains=4, n_temperatures=4, n_sweeps=4, generator=0, **options
         )
+
+
+def _bound(log_z: float) -> LowerBound:
+    return LowerBound(
+        log_z=log_z,
+        layer="hidden",
+        n_states=1,
+        n_draws=1,
+        missing_mass=0.0,
+        started_from="data",
+        cost_sweeps=0,
+    )
+
+
+EASY = {"n_chains": 40, "n_temperatures": 30, "n_sweeps": 100, "max_sweeps": 1000, "lower_bound_sweeps": 0}
+
+
+def test_an_estimate_below_a_certified_bound_makes_the_budget_grow():
+    # The easy model passes every check in one round; a bound above its estimate (a stand-in
+    # for the witness when the chains missed mass) must make it grow, whatever its error bar.
+    model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
+    plain = bl.estimate_log_z(model, method="rts", generator=0, **EASY)
+    assert len(plain.info.budget.rounds) == 1 and plain.info.budget.passed
+    bounded = bl.estimate_log_z(
+        model, method="rts", generator=0, lower_bound=_bound(plain.log_z + 1.0), **EASY
+    )
+    budget = bounded.info.budget
+    assert [round_.long_run_sweeps for round_ in budget.rounds] == [100, 200, 400]
+    assert budget.stop_reason == "max_sweeps reached (1000)"
+    assert all("certified lower bound" in round_.failures[-1] for round_ in budget.rounds)
+    # The first round is the same run as without the bound.
+    assert budget.rounds[0].log_z == plain.log_z
+
+
+def test_a_target_standard_error_makes_the_budget_grow_and_is_recorded():
+    model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
+    plain = bl.estimate_log_z(model, method="mbar", generator=0, **EASY)
+    assert plain.info.budget.target_stderr is None and len(plain.info.budget.rounds) == 1
+    target = plain.stderr / 10
+    precise = bl.estimate_log_z(model, method="mbar", generator=0, target_stderr=target, **EASY)
+    budget = precise.info.budget
+    assert budget.target_stderr == target and len(budget.rounds) == 3 and not budget.passed
+    assert all("above the target" in round_.failures[-1] for round_ in budget.rounds)
+    # A fixed budget has nothing to grow towards.
+    fixed = bl.estimate_log_z(
+        model, method="mbar", generator=0, n_chains=40, n_temperatures=30, n_sweeps=100, target_stderr=target
+    )
+    assert fixed.info.budget.target_stderr is None and len(fixed.info.budget.rounds) == 1
+
+
+def test_estimate_log_z_hands_the_witness_to_a_growing_tempered_budget():
+    model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
+    result = bl.estimate_log_z(
+        model, method="ti", n_chains=40, n_temperatures=30, n_sweeps=100, max_sweeps=400, generator=0
+    )
+    assert result.lower_bound is not None and result.reliable, result.warnings
+    # Run before the estimate from a fork: the estimate is the one of a run without the witness.
+    alone = bl.estimate_log_z(
+        model,
+        method="ti",
+        n_chains=40,
+        n_temperatures=30,
+        n_sweeps=100,
+        max_sweeps=400,
+        generator=0,
+        lower_bound_sweeps=0,
+    )
+    assert result.log_z == alone.log_z
 
 
 @pytest.mark.parametrize("method", ["rts", "ti-rb", "mbar"])

@@ -87,15 +87,20 @@ def estimate_log_z(
     lower_bound_sweeps = options.pop("lower_bound_sweeps", 200)
     generator = resolve_generator(generator, model.device)
     # Imported here: the verdict recomputes tempered estimators, whose modules import this one.
-    from boltzlab.estimators.ais_budget import budget_runs
+    from boltzlab.estimators import ais_budget, tempered_budget
+    from boltzlab.estimators.budget import TEMPERED_METHODS
     from boltzlab.estimators.lower_bound import certified_lower_bound, supports_lower_bound
     from boltzlab.estimators.verdicts import judge
 
     bound = None
-    if method == "ais" and budget_runs(options) and lower_bound_sweeps > 0 and supports_lower_bound(model):
-        # AIS's chain budget grows while its estimate sits below the certified bound too
-        # (docs/trust.md, "AIS's chain budget"), so the verdict's witness runs first and is
-        # handed to both. It draws from a fork, so AIS's own draws are those of a run without it.
+    grows = (method == "ais" and ais_budget.budget_runs(options)) or (
+        method in TEMPERED_METHODS and tempered_budget.budget_runs(options)
+    )
+    if grows and "lower_bound" not in options and lower_bound_sweeps > 0 and supports_lower_bound(model):
+        # AIS's chain budget and the tempered budget grow while the estimate sits below the
+        # certified bound too (docs/trust.md, "AIS's chain budget", "Tempered estimators"), so
+        # the verdict's witness runs first and is handed to both. It draws from a fork, so the
+        # estimator's own draws are those of a run without it.
         bound = certified_lower_bound(
             model,
             data=check_data,
