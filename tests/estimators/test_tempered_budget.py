@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import boltzlab as bl
+from boltzlab.cli.logz import describe_estimate
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import collect_tempered_samples
 from boltzlab.estimators.lower_bound import LowerBound
@@ -155,6 +156,11 @@ def test_an_estimate_below_a_certified_bound_makes_the_budget_grow():
     assert all("certified lower bound" in round_.failures[-1] for round_ in budget.rounds)
     # The first round is the same run as without the bound.
     assert budget.rounds[0].log_z == plain.log_z
+    # `boltzlab logz` says how the sweeps came about.
+    spent = (
+        f"{budget.sweeps_per_chain} sweeps per chain in 3 rounds (100 + 200 + 400; max_sweeps reached (1000))"
+    )
+    assert spent in describe_estimate(bounded)
 
 
 def test_a_target_standard_error_makes_the_budget_grow_and_is_recorded():

@@ -202,6 +202,12 @@ def describe_estimate(estimate: LogZEstimate) -> str:
             f"{samples.n_initial_iterations} initial iterations",
             f"{samples.n_sweeps} long-run sweeps",
         ]
+        budget = getattr(info, "budget", None)
+        if len(getattr(budget, "rounds", ())) > 1:  # the tempered budget grew (estimators/tempered_budget.py)
+            lengths = " + ".join(str(round_.long_run_sweeps) for round_ in budget.rounds)
+            detail.append(
+                f"{budget.sweeps_per_chain} sweeps per chain in {len(budget.rounds)} rounds ({lengths}; {budget.stop_reason})"
+            )
     else:
         if getattr(info, "n_chains", None):
             per = " per example" if estimate.method == "raise" else ""
