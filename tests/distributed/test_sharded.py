@@ -423,11 +423,13 @@ def test_checkpoint_from_two_processes_resumes_exactly_on_one(tmp_path):
 @pytest.mark.slow
 def test_sharded_rts_same_samples_on_one_and_two_processes_and_right(tmp_path):
     """RTS's chains split over 2 processes: the initial iterations pool every chain's ĉ sums, so the
-    adapted Ẑ, the long run and the estimate equal the 1-process run's; within 4 s.e. of exact."""
+    adapted Ẑ, the budget's rounds, the long run and the estimate equal the 1-process run's;
+    within 4 s.e. of exact."""
     runs = {world: run_group("rts", world, tmp_path) for world in (1, 2)}
     for outcomes, _ in runs.values():
         assert all(o.returncode == 0 for o in outcomes), [o.stderr[-2000:] for o in outcomes]
     one, two = runs[1][1], runs[2][1]
+    assert one["rounds"] == two["rounds"] == [300, 600]
     assert one["log_probability_sums"].shape[1] == 16
     for name in ("log_probability_sums", "level_counts", "stage_log_z_hat"):
         torch.testing.assert_close(two[name], one[name], rtol=1e-12, atol=1e-12)

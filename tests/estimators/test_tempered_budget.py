@@ -7,7 +7,7 @@ import torch
 import boltzlab as bl
 from boltzlab.cli.logz import describe_estimate
 from boltzlab.errors import ValidationError
-from boltzlab.estimators import collect_tempered_samples
+from boltzlab.estimators import collect_tempered_samples, tempered_budget
 from boltzlab.estimators.lower_bound import LowerBound
 from boltzlab.estimators.rts import rts_from_samples
 from boltzlab.estimators.tempered_budget import DEFAULT_MAX_SWEEPS, TemperedBudget
@@ -116,6 +116,8 @@ def test_a_run_continues_from_its_final_state():
         ({"max_sweep": 10}, "unknown rts option"),
         ({"target_stderr": 0.0, "max_sweeps": 8}, "target_stderr"),
         ({"lower_bound": 3.0, "max_sweeps": 8}, "lower_bound must be a LowerBound"),
+        ({"target_stderr": True, "max_sweeps": 8}, "target_stderr"),
+        ({"target_stderr": float("inf"), "max_sweeps": 8}, "target_stderr"),
     ],
 )
 def test_refuses_bad_budget_options(options, message):
@@ -157,8 +159,10 @@ def test_an_estimate_below_a_certified_bound_makes_the_budget_grow():
     # The first round is the same run as without the bound.
     assert budget.rounds[0].log_z == plain.log_z
     # `boltzlab logz` says how the sweeps came about.
+    initial = budget.rounds[0].initial_sweeps
     spent = (
-        f"{budget.sweeps_per_chain} sweeps per chain in 3 rounds (100 + 200 + 400; max_sweeps reached (1000))"
+        f"{initial} initial sweeps, then 3 rounds of 100 + 200 + 400 long-run sweeps "
+        f"({initial + 700} per chain; max_sweeps reached (1000))"
     )
     assert spent in describe_estimate(bounded)
 
@@ -179,24 +183,34 @@ def test_a_target_standard_error_makes_the_budget_grow_and_is_recorded():
     assert fixed.info.budget.target_stderr is None and len(fixed.info.budget.rounds) == 1
 
 
-def test_estimate_log_z_hands_the_witness_to_a_growing_tempered_budget():
+def test_estimate_log_z_hands_the_witness_to_a_growing_tempered_budget(monkeypatch):
+    seen = []
+    original = tempered_budget.precision_failures
+
+    def spy(estimate, target_stderr, bound):
+        seen.append(bound)
+        return original(estimate, target_stderr, bound)
+
+    monkeypatch.setattr(tempered_budget, "precision_failures", spy)
     model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
-    result = bl.estimate_log_z(
-        model, method="ti", n_chains=40, n_temperatures=30, n_sweeps=100, max_sweeps=400, generator=0
-    )
-    assert result.lower_bound is not None and result.reliable, result.warnings
+    options = {"n_chains": 40, "n_temperatures": 30, "n_sweeps": 100, "generator": 0}
+    # Any spelling the registry accepts; the budget sees the witness the verdict reports.
+    result = bl.estimate_log_z(model, method="TI_RB", max_sweeps=400, **options)
+    assert result.lower_bound is not None and seen and all(bound is result.lower_bound for bound in seen)
+    assert result.reliable, result.warnings
     # Run before the estimate from a fork: the estimate is the one of a run without the witness.
-    alone = bl.estimate_log_z(
-        model,
-        method="ti",
-        n_chains=40,
-        n_temperatures=30,
-        n_sweeps=100,
-        max_sweeps=400,
-        generator=0,
-        lower_bound_sweeps=0,
-    )
-    assert result.log_z == alone.log_z
+    seen.clear()
+    alone = bl.estimate_log_z(model, method="ti-rb", max_sweeps=400, lower_bound_sweeps=0, **options)
+    assert result.log_z == alone.log_z and seen == [None]
+    # A fixed budget has nothing to grow: the witness runs after the estimate, for the verdict.
+    seen.clear()
+    fixed = bl.estimate_log_z(model, method="ti-rb", **options)
+    assert seen == [None] and fixed.lower_bound is not None
+    # A bound the caller gives is the budget's; the verdict runs its own witness.
+    seen.clear()
+    given = _bound(0.0)
+    bl.estimate_log_z(model, method="rts", max_sweeps=400, lower_bound=given, **options)
+    assert seen and all(bound is given for bound in seen)
 
 
 @pytest.mark.parametrize("method", ["rts", "ti-rb", "mbar"])

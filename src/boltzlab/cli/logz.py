@@ -196,18 +196,20 @@ def describe_estimate(estimate: LogZEstimate) -> str:
     if operator:
         detail.append(f"{operator} sweeps")
     if samples is not None:
-        detail += [
-            f"{samples.n_chains} chains",
-            f"{samples.n_levels} temperatures",
-            f"{samples.n_initial_iterations} initial iterations",
-            f"{samples.n_sweeps} long-run sweeps",
-        ]
         budget = getattr(info, "budget", None)
-        if len(getattr(budget, "rounds", ())) > 1:  # the tempered budget grew (estimators/tempered_budget.py)
-            lengths = " + ".join(str(round_.long_run_sweeps) for round_ in budget.rounds)
+        rounds = getattr(budget, "rounds", ())
+        detail += [f"{samples.n_chains} chains", f"{samples.n_levels} temperatures"]
+        if len(rounds) > 1:  # the tempered budget grew (estimators/tempered_budget.py)
+            lengths = " + ".join(str(round_.long_run_sweeps) for round_ in rounds)
             detail.append(
-                f"{budget.sweeps_per_chain} sweeps per chain in {len(budget.rounds)} rounds ({lengths}; {budget.stop_reason})"
+                f"{rounds[0].initial_sweeps} initial sweeps, then {len(rounds)} rounds of {lengths} "
+                f"long-run sweeps ({budget.sweeps_per_chain} per chain; {budget.stop_reason})"
             )
+        else:
+            detail += [
+                f"{samples.n_initial_iterations} initial iterations",
+                f"{samples.n_sweeps} long-run sweeps",
+            ]
     else:
         if getattr(info, "n_chains", None):
             per = " per example" if estimate.method == "raise" else ""

@@ -60,6 +60,11 @@ def estimate_log_z(
         ``operator``. Two more are the verdict's (docs/trust.md): ``check_data`` (rows where
         the lower-bound witness starts its chains; ``"anchored-ais"`` also anchors on them when
         given no ``anchor_data``) and ``lower_bound_sweeps`` (default 200; 0 skips the witness).
+        Where the estimate's budget can grow (AIS with ``n_chains`` unset or ``max_chains``
+        given; RTS, TS, TI, TI-RB and MBAR unless ``n_sweeps`` alone fixes it) the witness runs
+        first, from a fork of ``generator`` that leaves the estimator's draws unchanged, and
+        its bound goes to the budget as ``lower_bound`` and to the verdict; a ``lower_bound``
+        the caller gives goes to the budget instead.
 
     Returns
     -------
@@ -78,6 +83,7 @@ def estimate_log_z(
     function = _ESTIMATORS.get(method)
     if function is _ESTIMATORS.get("exact"):
         return function(model, **options)
+    method = method.lower().replace("_", "-")  # the name the registry found: "RTS", "ti_rb" too
     check_data = options.pop("check_data", None)
     if check_data is None and method == "raise":
         check_data = options.get("data")
@@ -96,7 +102,12 @@ def estimate_log_z(
     grows = (method == "ais" and ais_budget.budget_runs(options)) or (
         method in TEMPERED_METHODS and tempered_budget.budget_runs(options)
     )
-    if grows and "lower_bound" not in options and lower_bound_sweeps > 0 and supports_lower_bound(model):
+    if (
+        grows
+        and options.get("lower_bound") is None
+        and lower_bound_sweeps > 0
+        and supports_lower_bound(model)
+    ):
         # AIS's chain budget and the tempered budget grow while the estimate sits below the
         # certified bound too (docs/trust.md, "AIS's chain budget", "Tempered estimators"), so
         # the verdict's witness runs first and is handed to both. It draws from a fork, so the

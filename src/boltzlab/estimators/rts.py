@@ -416,6 +416,8 @@ def rts(
         ``log Ẑ``; ``"linear"`` from ``Ẑ = 1``; or ascending values), ``n_sweeps`` (1000
         long-run sweeps in round 0), ``max_sweeps`` (sweeps per chain the budget may grow to
         while the run's checks fail: 16,000, or ``n_sweeps`` when that is given),
+        ``lower_bound`` (a certified bound the estimate must not sit below; ``estimate_log_z``
+        passes its witness), ``target_stderr`` (nats; none by default),
         ``pilot_chains`` (100), ``pilot_temperatures`` (1000), ``operator`` ("gibbs"),
         ``prior`` (uniform; ``"exp2beta"``), ``initial_log_z`` (the pilot's), ``n_initial_iterations``
         (10), ``initial_sweeps`` (50), ``stop_tolerance`` (0.1), ``adapt_with`` ("rb"). See

@@ -71,8 +71,8 @@ def judge(
         Budget of the lower-bound witness; ``lower_bound_sweeps=0`` turns it off.
     generator : torch.Generator or int, optional
     bound : LowerBound, optional
-        The witness, when the caller already ran it (``estimate_log_z`` does for AIS's chain
-        budget); otherwise it is run here.
+        The witness, when the caller already ran it (``estimate_log_z`` does for a budget
+        that can grow: AIS's chain budget, the tempered budget); otherwise it is run here.
     """
     if estimate.method == "exact":
         return estimate
