@@ -8,7 +8,9 @@ random numbers. This benchmark times, for each number of chains:
   with their GFLOP/s; ``fastest`` is the smaller of the two;
 * ``gibbs`` and ``flip``: one full ``operator.step`` as boltzlab runs it here (the GEMM
   backend ``boltzlab.gemm.backend()`` picked, the fused kernel of
-  ``boltzlab.operators.fused`` where it applies), allocation included;
+  ``boltzlab.operators.fused`` where it applies, or on two threads or more the one-region
+  sweep of ``boltzlab.operators.one_region``; the ``path`` column says which), allocation
+  included;
 * ``gibbs before``: the same step with torch's GEMM and the unfused elementwise path, i.e.
   what boltzlab did before the backend and the fused kernel existed.
 
@@ -36,7 +38,7 @@ import torch
 
 import boltzlab as bl
 from boltzlab import gemm
-from boltzlab.operators import fused
+from boltzlab.operators import fused, one_region
 
 # Environment variables that change what the backends do (docs/performance.md).
 _ENVIRONMENT = (
@@ -121,11 +123,13 @@ def run(
                 samples[name].append(elapsed)
     gemm.set_backend(None)
     fused.set_mode(None)
+    uses = one_region.uses_one_region(bl.operators.get("gibbs"), model, chains, generator)
+    path = "one region" if uses else ("fused" if fused.uses_fused(buffer_h) else "unfused")
     medians = {name: statistics.median(values) for name, values in samples.items()}
     gemms = [name for name in medians if name.startswith("gemm")]
     medians["fastest"] = min(medians[name] for name in gemms)
     gflops = {name.split()[1]: flops / medians[name] / 1e9 for name in gemms}
-    return {"n_chains": n_chains, "seconds": medians, "gflops": gflops}
+    return {"n_chains": n_chains, "seconds": medians, "gflops": gflops, "path": path}
 
 
 def main() -> None:
@@ -175,7 +179,7 @@ def main() -> None:
             f"{n_chains:>7} {gflops['torch']:>10.1f} {openblas} {n_chains / seconds['gibbs']:>15,.0f} "
             f"{seconds['gibbs'] / fastest:>13.3f} {seconds['flip'] / fastest:>12.3f} "
             f"{seconds['flip'] / seconds['gibbs']:>10.3f} {seconds['gibbs before'] / fastest:>14.3f} "
-            f"{seconds['gibbs before'] / seconds['gibbs']:>8.2f}"
+            f"{seconds['gibbs before'] / seconds['gibbs']:>8.2f}  {result['path']}"
         )
 
 

@@ -36,6 +36,7 @@ from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, TemperedModel
 from boltzlab.operators.fused import fused_sample, uses_fused
+from boltzlab.operators.one_region import one_region_sweep, uses_one_region
 from boltzlab.registry import Registry
 from boltzlab.rng import fill_centered_uniform_, uniform_scale, uniform_workspace
 from boltzlab.validation import check_chains_match
@@ -185,6 +186,12 @@ class LayerwiseOperator(ABC):
         (Chains, StepInfo)
         """
         check_chains_match(model, chains)
+        if terms is None and uses_one_region(self, model, chains, generator):
+            # Binary RBMs on the CPU: product and sampling of each row block in one parallel
+            # region (operators/one_region.py), the same draws as the path below.
+            swept = one_region_sweep(self, model, chains, generator=generator, reverse=reverse)
+            if swept is not None:
+                return swept, StepInfo(previous=chains, current=swept)
         layers = list(chains.layers)
         groups = model.update_groups[::-1] if reverse else model.update_groups
         kinds = _non_binary_kinds(model)

@@ -1,0 +1,227 @@
+"""A whole RBM sweep on the CPU with the product and the sampling of each row block in one region.
+
+The library's sweep of a layer is a matrix product (one BLAS call with its own thread pool)
+followed by the fused sampling kernel (:mod:`boltzlab.operators.fused`, another parallel
+region). On two cores that stops near 1.6× one thread: the two pools hand the cores back and
+forth and the logits leave the cache between them (docs/performance.md, "Measurements"). Here a
+small C++ extension, built once per machine with ``torch.utils.cpp_extension.load_inline``
+(about 25 s; cached in torch's extensions folder), splits the chains into one row block per
+thread inside one ``at::parallel_for``; each thread multiplies its block in tiles of
+``TILE_ROWS`` rows (ATen's GEMM, on one thread inside the region) and samples each tile while
+its logits are in cache, with the same counter-based bits (:func:`boltzlab.rng.counter_bits`),
+the same keys, the same logits formula and the same thresholds as the fused kernel. Its draws
+are therefore the fused kernel's, up to float rounding of the products (which may differ
+between ATen's and OpenBLAS's GEMM and between tile sizes).
+
+Used for Gibbs and flip-the-state sweeps of binary RBMs on the CPU, float32 and float64, in the
+fused kernel's modes (``BOLTZLAB_FUSED``): ``off`` never, ``on`` always (the tests, against exact
+transition matrices), ``auto`` on layers the fused kernel would take, with at least two torch
+threads and the ``torch`` GEMM backend chosen (:mod:`boltzlab.gemm`; where OpenBLAS is the
+faster product, the library's own path keeps it). A failed build (no compiler or ninja) turns it
+off for the process with one warning, and sweeps go on through the fused kernel.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+
+from boltzlab import gemm
+from boltzlab.chains import Chains
+from boltzlab.models.base import TemperedModel
+from boltzlab.models.rbm import RBM
+from boltzlab.operators import fused
+from boltzlab.rng import counter_keys
+
+__all__ = ["TILE_ROWS", "one_region_sweep", "uses_one_region"]
+
+#: Rows multiplied and sampled at a time: 128 rows of a 500-unit layer (256 KB of float32
+#: logits) stay in a core's L2 cache until they are sampled (128 beat 250 and the whole block).
+TILE_ROWS = 128
+_KINDS = {"GibbsOperator": 0, "FlipOperator": 1}
+
+_SOURCE = r"""
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+// rng._hash32: x ^= x >> 16; x *= 0x21f0aaad; x ^= x >> 15; x *= 0x735a2d97; x ^= x >> 15.
+static inline uint32_t hash32(uint32_t x) {
+  x ^= x >> 16; x *= 0x21f0aaadU; x ^= x >> 15; x *= 0x735a2d97U; x ^= x >> 15; return x;
+}
+
+// Units of rows [lo, hi), whose products l (rows lo..hi of x W + bias) this may overwrite:
+// logit = beta_r * l + offset_j, then 1 where the operator's threshold
+// (uniform_scale * (P(new = 1) - 1/2)) exceeds the centred uniform integer, as rng and fused do.
+template <typename T, int KIND>
+static void sample(T* l, const T* beta, const T* offset, const T* c, T* o, int64_t lo, int64_t hi,
+                   int64_t width, uint32_t k0, uint32_t k1, bool tie_rule) {
+  constexpr bool wide = sizeof(T) == 8;
+  constexpr T scale = wide ? T(4294967296.0) : T(16777216.0);
+  // Clamped so that exp stays finite (compiled with -ffast-math for a vectorised exp): beyond
+  // +-limit the threshold saturates exactly as it would at the true value.
+  constexpr T limit = wide ? T(700) : T(80);
+  const T tie = tie_rule ? T(0.5) : T(1);  // P(flip) at a zero logit; exp(0) = 1 without the rule
+  if (beta || offset) {
+    for (int64_t r = lo; r < hi; ++r) {
+      T* lr = l + (r - lo) * width;
+      const T b = beta ? beta[r] : T(1);
+      if (offset) {
+        #pragma omp simd
+        for (int64_t j = 0; j < width; ++j) lr[j] = lr[j] * b + offset[j];
+      } else {
+        #pragma omp simd
+        for (int64_t j = 0; j < width; ++j) lr[j] = lr[j] * b;
+      }
+    }
+  }
+  const int64_t n = (hi - lo) * width;
+  const uint32_t first = (uint32_t)(lo * width);
+  const T* cp = c + lo * width;
+  T* op = o + lo * width;
+  #pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = hash32(hash32((first + (uint32_t)i) ^ k0) ^ k1);
+    const T uniform = wide ? T(bits) - T(2147483648.0) : T(bits >> 8) - T(8388608.0);
+    const T li = l[i];  // (std::min/std::max here stopped GCC vectorising the loop: 2x slower)
+    const T x = li > limit ? limit : (li < -limit ? -limit : li);
+    T threshold;
+    if constexpr (KIND == 0) {
+      threshold = (T(1) / (T(1) + std::exp(-x)) - T(0.5)) * scale;
+    } else {
+      const T sign = T(1) - T(2) * cp[i];
+      const T signed_logit = x * sign;
+      const T flip = signed_logit == T(0) ? tie : std::exp(signed_logit);
+      threshold = (flip - T(0.5)) * sign * scale;
+    }
+    op[i] = threshold > uniform ? T(1) : T(0);
+  }
+}
+
+torch::Tensor layer(torch::Tensor x, torch::Tensor W, torch::Tensor bias, c10::optional<torch::Tensor> beta,
+                    c10::optional<torch::Tensor> offset, torch::Tensor current, int64_t k0, int64_t k1,
+                    int64_t kind, bool tie_rule, int64_t tile) {
+  const int64_t N = x.size(0), H = W.size(1);
+  auto out = torch::empty({N, H}, x.options());
+  const int64_t threads = at::get_num_threads();
+  const int64_t grain = std::max<int64_t>(1, (N + threads - 1) / threads);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "one_region_layer", [&] {
+    const scalar_t* bp = beta ? beta->data_ptr<scalar_t>() : nullptr;
+    const scalar_t* op = offset ? offset->data_ptr<scalar_t>() : nullptr;
+    const scalar_t* cp = current.data_ptr<scalar_t>();
+    scalar_t* outp = out.data_ptr<scalar_t>();
+    at::parallel_for(0, N, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t lo = begin; lo < end; lo += tile) {
+        const int64_t hi = std::min(end, lo + tile);
+        auto logits = at::addmm(bias, x.slice(0, lo, hi), W);
+        scalar_t* l = logits.data_ptr<scalar_t>();
+        if (kind == 0) {
+          sample<scalar_t, 0>(l, bp, op, cp, outp, lo, hi, H, (uint32_t)k0, (uint32_t)k1, tie_rule);
+        } else {
+          sample<scalar_t, 1>(l, bp, op, cp, outp, lo, hi, H, (uint32_t)k0, (uint32_t)k1, tie_rule);
+        }
+      }
+    });
+  });
+  return out;
+}
+"""
+
+_extension: Any = None
+_broken: str | None = None
+
+
+def uses_one_region(operator: Any, model: TemperedModel, chains: Chains, generator: Any) -> bool:
+    """Whether :func:`one_region_sweep` takes this sweep (module docstring)."""
+    if _broken is not None or type(model) is not RBM or type(operator).__name__ not in _KINDS:
+        return False
+    if fused._broken is not None:
+        return False  # no compiler here: one random stream, the unfused path's, for every sweep
+    if type(operator).__module__ not in ("boltzlab.operators.gibbs", "boltzlab.operators.flip"):
+        return False
+    visible = chains.layers[0]
+    if visible.device.type != "cpu" or visible.dtype not in (torch.float32, torch.float64):
+        return False
+    if visible.shape[0] * max(model.n_visible, model.n_hidden) >= 1 << 32:
+        return False  # counter indices must stay below 2^32 (rng.counter_bits)
+    if not isinstance(generator, torch.Generator):
+        return False  # a BlockGenerator (chains sharded by block) has no single counter key
+    chosen = fused.mode()
+    if chosen == "off":
+        return False
+    if chosen == "on":
+        return True
+    n_chains = visible.shape[0]
+    width = min(model.n_visible, model.n_hidden)
+    return (
+        torch.get_num_threads() >= 2
+        and n_chains * width >= fused.MIN_FUSED_UNITS
+        and width >= fused.MIN_FUSED_WIDTH
+        and gemm.backend(visible.dtype) == "torch"
+    )
+
+
+def one_region_sweep(
+    operator: Any, model: RBM, chains: Chains, *, generator: torch.Generator, reverse: bool = False
+) -> Chains | None:
+    """One sweep (hidden then visible; ``reverse``: visible then hidden), or ``None`` if unavailable.
+
+    Draws two keys per layer from ``generator`` in update order, as the fused kernel does.
+    """
+    extension = _build()
+    if extension is None:
+        return None
+    beta = chains.beta
+    dtype = chains.layers[0].dtype
+    tempered = not bool((beta == 1).all())
+    beta_rows = beta.to(dtype).contiguous() if tempered else None
+    weights = model.weights.detach().to(dtype)
+    kind = _KINDS[type(operator).__name__]
+    tie_rule = bool(getattr(operator, "tie_rule", True))
+    base = model.base_logits.detach().to(dtype) if (tempered and model.base_fitted) else None
+    visible, hidden = (layer.contiguous() for layer in chains.layers)
+    for index in (0, 1) if reverse else (1, 0):
+        keys = counter_keys(generator).tolist()
+        if index == 1:
+            hidden = extension.layer(
+                visible, weights, model.hidden_bias.detach().to(dtype), beta_rows, None,
+                hidden, keys[0], keys[1], kind, tie_rule, TILE_ROWS,
+            )  # fmt: skip
+        else:
+            bias = model.visible_bias.detach().to(dtype)
+            visible = extension.layer(
+                hidden, weights.t().contiguous(), bias - base if base is not None else bias, beta_rows, base,
+                visible, keys[0], keys[1], kind, tie_rule, TILE_ROWS,
+            )  # fmt: skip
+    return Chains(layers=(visible, hidden), beta=beta)
+
+
+def _build() -> Any:
+    """The compiled extension, built on first use; ``None`` (and one warning) if it cannot be."""
+    global _extension, _broken
+    if _extension is None and _broken is None:
+        try:
+            from torch.utils.cpp_extension import load_inline
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                _extension = load_inline(
+                    "boltzlab_one_region",
+                    cpp_sources=_SOURCE,
+                    functions=["layer"],
+                    extra_cflags=["-O3", "-march=native", "-ffast-math", "-fopenmp", "-std=c++17"],
+                    extra_ldflags=["-fopenmp"],
+                )
+        except Exception as error:
+            _broken = f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
+            warnings.warn(
+                f"the one-region sweep could not be built ({_broken}); sweeps use the fused kernel "
+                f"(set {fused.ENVIRONMENT_VARIABLE}=off to skip both)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+    return _extension

@@ -1,0 +1,114 @@
+"""The one-region RBM sweep (operators/one_region.py): exact against enumeration, the fused
+kernel's draws from the same keys, and a clean fallback when it cannot be built."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+import torch
+
+import boltzlab as bl
+from boltzlab.operators import base as operator_base
+from boltzlab.operators import fused, one_region
+from harness import check_operator_exact
+
+needs_compiler = pytest.mark.skipif(
+    shutil.which(os.environ.get("CXX", "g++")) is None and shutil.which("c++") is None,
+    reason="no C++ compiler on this machine: the one-region extension cannot be built",
+)
+
+
+@pytest.fixture
+def mode_on():
+    fused.set_mode("on")
+    yield
+    fused.set_mode(None)
+
+
+def _model(dtype: torch.dtype) -> bl.RBM:
+    model = bl.RBM(40, 24, generator=2, weight_std=0.8, dtype=dtype)
+    data = (torch.rand(50, 40, generator=torch.Generator().manual_seed(3)) < 0.3).to(dtype)
+    return model.set_base_rate(data)
+
+
+@needs_compiler
+@pytest.mark.parametrize("name", ["gibbs", "flip"])
+def test_one_region_sweeps_are_exact(name, mode_on, monkeypatch):
+    """The harness's transition histograms and reproducibility checks, through this path."""
+    calls = []
+    original = one_region.one_region_sweep
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(operator_base, "one_region_sweep", counting)
+    check_operator_exact(bl.operators.get(name))
+    assert calls and one_region._broken is None, one_region._broken
+
+
+@needs_compiler
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", ["gibbs", "flip"])
+def test_one_region_draws_what_the_fused_kernel_draws(name, dtype, threads, mode_on, monkeypatch):
+    """Same seed, same keys, same thresholds: the chains after a few tempered sweeps (per-chain
+    β, a fitted base) equal the fused path's, up to the products' float rounding."""
+    torch.set_num_threads(threads)
+    model = _model(dtype)
+    operator = bl.operators.get(name)
+    start = model.init_chains(300, generator=0).with_beta(torch.linspace(0.0, 1.0, 300))
+
+    def run(reverse: bool) -> bl.Chains:
+        chains, generator = start, torch.Generator().manual_seed(5)
+        for _ in range(3):
+            chains, _ = operator.step(model, chains, generator=generator, reverse=reverse)
+        return chains
+
+    for reverse in (False, True):
+        mine = run(reverse)
+        with monkeypatch.context() as patch:
+            patch.setattr(operator_base, "uses_one_region", lambda *args: False)
+            theirs = run(reverse)
+        for a, b in zip(mine.layers, theirs.layers, strict=True):
+            assert a.dtype == b.dtype == dtype and a.shape == b.shape
+            # A unit whose logit rounds differently can flip and change its chain's later
+            # draws; three sweeps of 300 chains leave that rare.
+            assert float((a == b).double().mean()) > 0.995, (name, dtype, reverse)
+        assert torch.equal(mine.beta, start.beta)
+    assert one_region._broken is None, one_region._broken
+
+
+def test_auto_mode_takes_only_large_rbm_sweeps_on_two_threads():
+    model = _model(torch.float32)
+    chains = model.init_chains(10, generator=0)
+    gibbs = bl.operators.get("gibbs")
+    assert not one_region.uses_one_region(gibbs, model, chains, torch.Generator())  # too small
+    assert not one_region.uses_one_region(
+        bl.operators.get("mixture", alpha=0.5), model, chains, torch.Generator()
+    )
+    fused.set_mode("off")
+    try:
+        assert not one_region.uses_one_region(gibbs, model, chains, torch.Generator())
+    finally:
+        fused.set_mode(None)
+
+
+def test_a_failed_build_warns_once_and_sweeps_go_on(mode_on, monkeypatch):
+    import torch.utils.cpp_extension as cpp_extension
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("Ninja is required to load C++ extensions")
+
+    monkeypatch.setattr(one_region, "_extension", None)
+    monkeypatch.setattr(one_region, "_broken", None)
+    monkeypatch.setattr(cpp_extension, "load_inline", fail)
+    model = _model(torch.float64)
+    chains = model.init_chains(16, generator=0)
+    with pytest.warns(RuntimeWarning, match="one-region sweep could not be built"):
+        swept, _ = bl.operators.get("gibbs").step(model, chains, generator=torch.Generator().manual_seed(0))
+    assert swept.layers[0].shape == chains.layers[0].shape
+    assert one_region._broken is not None
+    assert not one_region.uses_one_region(bl.operators.get("gibbs"), model, chains, torch.Generator())
