@@ -139,30 +139,19 @@ def uses_one_region(operator: Any, model: TemperedModel, chains: Chains, generat
     """Whether :func:`one_region_sweep` takes this sweep (module docstring)."""
     if _broken is not None or type(model) is not RBM or type(operator).__name__ not in _KINDS:
         return False
-    if fused._broken is not None:
-        return False  # no compiler here: one random stream, the unfused path's, for every sweep
     if type(operator).__module__ not in ("boltzlab.operators.gibbs", "boltzlab.operators.flip"):
         return False
-    visible = chains.layers[0]
-    if visible.device.type != "cpu" or visible.dtype not in (torch.float32, torch.float64):
-        return False
-    if visible.shape[0] * max(model.n_visible, model.n_hidden) >= 1 << 32:
-        return False  # counter indices must stay below 2^32 (rng.counter_bits)
     if not isinstance(generator, torch.Generator):
         return False  # a BlockGenerator (chains sharded by block) has no single counter key
-    chosen = fused.mode()
-    if chosen == "off":
+    smaller, larger = sorted(chains.layers, key=lambda layer: layer.shape[-1])
+    # Both layers must be ones the fused kernel takes (its mode, device, dtype, size, and a
+    # kernel that compiled here: one random stream for every sweep of a process), with counter
+    # indices below 2^32 (rng.counter_bits).
+    if not fused.uses_fused(smaller) or larger.numel() >= 1 << 32:
         return False
-    if chosen == "on":
+    if fused.mode() == "on":
         return True
-    n_chains = visible.shape[0]
-    width = min(model.n_visible, model.n_hidden)
-    return (
-        torch.get_num_threads() >= 2
-        and n_chains * width >= fused.MIN_FUSED_UNITS
-        and width >= fused.MIN_FUSED_WIDTH
-        and gemm.backend(visible.dtype) == "torch"
-    )
+    return torch.get_num_threads() >= 2 and gemm.backend(smaller.dtype) == "torch"
 
 
 def one_region_sweep(
