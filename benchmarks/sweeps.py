@@ -143,6 +143,11 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=500)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    # OpenBLAS's pool at the same count even when no library product syncs it (the one-region
+    # path multiplies with ATen's GEMM), so that "gemm openblas" is timed on --threads threads.
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=args.threads, user_api="blas")
     dtype = getattr(torch, args.dtype)
     fused_note = f"fused kernel {fused.mode()} (from {fused.MIN_FUSED_UNITS:,} units)"
     # What pins or slows the BLAS and OpenMP pools, so that two runs can be compared.
