@@ -32,7 +32,11 @@ OPERATORS = {
 
 
 @pytest.fixture
-def fused_mode():
+def fused_mode(monkeypatch):
+    # RBM sweeps in these modes would go through the one-region sweep (test_one_region.py);
+    # these tests are the fused kernel's.
+    monkeypatch.setattr(operator_base, "uses_one_region", lambda *args: False)
+
     def use(name: str) -> None:
         fused.set_mode(name)
 
@@ -139,8 +143,6 @@ def test_a_failed_compilation_falls_back_once_with_a_warning(monkeypatch, fused_
     monkeypatch.setattr(torch, "compile", lambda function, **_: broken)
     monkeypatch.setattr(fused, "_broken", None)
     monkeypatch.setattr(fused, "_working", set())
-    # The one-region sweep (tested in test_one_region.py) would take this RBM's sweep first.
-    monkeypatch.setattr(operator_base, "uses_one_region", lambda *args: False)
     model = bl.RBM(n_visible=6, n_hidden=4, generator=0)
     chains = model.init_chains(10, generator=0).with_beta(1.0)
     with pytest.warns(RuntimeWarning, match="no C\\+\\+ compiler"):

@@ -53,37 +53,39 @@ def test_one_region_sweeps_are_exact(name, mode_on, monkeypatch):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("name", ["gibbs", "flip"])
 def test_one_region_draws_what_the_fused_kernel_draws(name, dtype, mode_on, monkeypatch):
-    """Same seed, same keys, same thresholds: the chains after a few tempered sweeps (per-chain
-    β, a fitted base) equal the fused path's, up to the products' float rounding, on one thread
-    and on two (the fused kernel runs on one only: each thread count is another compilation,
-    and a process may compile a kernel only so many times)."""
-    model = _model(dtype)
+    """Same seed, same keys, same thresholds: one sweep equals the fused path's unit by unit,
+    but for a handful that land within float rounding of their uniform (the two GEMMs and
+    exponentials differ in the last bits), at β = 1 and tempered (per-chain β, a fitted base,
+    and a base that is not fitted but not zero), forward and reverse, on one and two threads.
+    The fused kernel runs on one thread only: each thread count is another compilation, and a
+    process may compile a kernel only so many times."""
+    fitted = _model(dtype)
+    unfitted = bl.RBM(40, 24, generator=2, weight_std=0.8, dtype=dtype)
+    unfitted.base_logits.copy_(fitted.base_logits)  # loaded weights, base_fitted still False
     operator = bl.operators.get(name)
-    start = model.init_chains(300, generator=0).with_beta(torch.linspace(0.0, 1.0, 300))
+    for model in (fitted, unfitted):
+        chains = model.init_chains(300, generator=0)
+        for start in (chains.with_beta(1.0), chains.with_beta(torch.linspace(0.0, 1.0, 300))):
+            for reverse in (False, True):
 
-    def run(reverse: bool, threads: int) -> bl.Chains:
-        torch.set_num_threads(threads)
-        chains, generator = start, torch.Generator().manual_seed(5)
-        for _ in range(3):
-            chains, _ = operator.step(model, chains, generator=generator, reverse=reverse)
-        return chains
+                def sweep(threads: int, start=start, reverse=reverse, model=model) -> bl.Chains:
+                    torch.set_num_threads(threads)
+                    generator = torch.Generator().manual_seed(5)
+                    return operator.step(model, start, generator=generator, reverse=reverse)[0]
 
-    for reverse in (False, True):
-        with monkeypatch.context() as patch:
-            patch.setattr(operator_base, "uses_one_region", lambda *args: False)
-            theirs = run(reverse, 1)
-        for threads in (1, 2):
-            mine = run(reverse, threads)
-            for a, b in zip(mine.layers, theirs.layers, strict=True):
-                assert a.dtype == b.dtype == dtype and a.shape == b.shape
-                # A unit whose logit rounds differently can flip and change its chain's later
-                # draws; three sweeps of 300 chains leave that rare.
-                assert float((a == b).double().mean()) > 0.995, (name, dtype, reverse, threads)
-            assert torch.equal(mine.beta, start.beta)
+                with monkeypatch.context() as patch:
+                    patch.setattr(operator_base, "uses_one_region", lambda *args: False)
+                    theirs = sweep(1)
+                for threads in (1, 2):
+                    mine = sweep(threads)
+                    for a, b in zip(mine.layers, theirs.layers, strict=True):
+                        assert a.dtype == b.dtype == dtype and a.shape == b.shape
+                        assert int((a != b).sum()) <= 3, (name, dtype, reverse, threads)
+                    assert torch.equal(mine.beta, start.beta)
     assert one_region._broken is None, one_region._broken
 
 
-def test_auto_mode_takes_only_large_rbm_sweeps_on_two_threads():
+def test_auto_mode_takes_only_large_rbm_sweeps_on_two_threads(monkeypatch):
     model = _model(torch.float32)
     chains = model.init_chains(10, generator=0)
     gibbs = bl.operators.get("gibbs")
@@ -91,6 +93,24 @@ def test_auto_mode_takes_only_large_rbm_sweeps_on_two_threads():
     assert not one_region.uses_one_region(
         bl.operators.get("mixture", alpha=0.5), model, chains, torch.Generator()
     )
+    large = bl.RBM(300, 300, generator=0)
+    many = large.init_chains(300, generator=0)
+    monkeypatch.setattr(one_region.gemm, "backend", lambda dtype=None: "torch")
+    torch.set_num_threads(2)
+    assert one_region.uses_one_region(gibbs, large, many, torch.Generator())
+    assert one_region.uses_one_region(bl.operators.get("flip"), large, many, torch.Generator())
+
+    class Subclass(bl.RBM):
+        pass
+
+    assert not one_region.uses_one_region(gibbs, Subclass(300, 300, generator=0), many, torch.Generator())
+    blocks = bl.rng.BlockGenerator(0, [0, 1], [150, 150])
+    assert not one_region.uses_one_region(gibbs, large, many, blocks)
+    torch.set_num_threads(1)
+    assert not one_region.uses_one_region(gibbs, large, many, torch.Generator())
+    torch.set_num_threads(2)
+    monkeypatch.setattr(one_region.gemm, "backend", lambda dtype=None: "openblas")
+    assert not one_region.uses_one_region(gibbs, large, many, torch.Generator())
     fused.set_mode("off")
     try:
         assert not one_region.uses_one_region(gibbs, model, chains, torch.Generator())

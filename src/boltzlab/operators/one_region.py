@@ -5,13 +5,15 @@ followed by the fused sampling kernel (:mod:`boltzlab.operators.fused`, another 
 region). On two cores that stops near 1.6× one thread: the two pools hand the cores back and
 forth and the logits leave the cache between them (docs/performance.md, "Measurements"). Here a
 small C++ extension, built once per machine with ``torch.utils.cpp_extension.load_inline``
-(about 25 s; cached in torch's extensions folder), splits the chains into one row block per
+(about 25 s; cached in torch's extensions folder under a name that carries the CPU's
+instruction sets), splits the chains into one row block per
 thread inside one ``at::parallel_for``; each thread multiplies its block in tiles of
 ``TILE_ROWS`` rows (ATen's GEMM, on one thread inside the region) and samples each tile while
 its logits are in cache, with the same counter-based bits (:func:`boltzlab.rng.counter_bits`),
 the same keys, the same logits formula and the same thresholds as the fused kernel. Its draws
-are therefore the fused kernel's, up to float rounding of the products (which may differ
-between ATen's and OpenBLAS's GEMM and between tile sizes).
+are therefore the fused kernel's up to float rounding (the products, which may differ between
+ATen's and OpenBLAS's GEMM and between tile sizes, and the exponential's implementation): a
+unit whose threshold lands within rounding of its uniform can come out differently.
 
 Used for Gibbs and flip-the-state sweeps of binary RBMs on the CPU, float32 and float64, in the
 fused kernel's modes (``BOLTZLAB_FUSED``): ``off`` never, ``on`` always (the tests, against exact
@@ -23,6 +25,7 @@ off for the process with one warning, and sweeps go on through the fused kernel.
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from typing import Any
 
@@ -62,9 +65,10 @@ static void sample(T* l, const T* beta, const T* offset, const T* c, T* o, int64
                    int64_t width, uint32_t k0, uint32_t k1, bool tie_rule) {
   constexpr bool wide = sizeof(T) == 8;
   constexpr T scale = wide ? T(4294967296.0) : T(16777216.0);
-  // Clamped so that exp stays finite (compiled with -ffast-math for a vectorised exp): beyond
-  // +-limit the threshold saturates exactly as it would at the true value.
-  constexpr T limit = wide ? T(700) : T(80);
+  // Clamped so that exp and the threshold stay finite (compiled with -ffast-math for a
+  // vectorised exp): beyond +-limit the threshold saturates exactly as it would at the true
+  // value. A NaN logit (a diverged model) draws 1 here where the fused kernel draws 0.
+  constexpr T limit = wide ? T(680) : T(64);
   const T tie = tie_rule ? T(0.5) : T(1);  // P(flip) at a zero logit; exp(0) = 1 without the rule
   if (beta || offset) {
     for (int64_t r = lo; r < hi; ++r) {
@@ -144,8 +148,8 @@ def uses_one_region(operator: Any, model: TemperedModel, chains: Chains, generat
     if not isinstance(generator, torch.Generator):
         return False  # a BlockGenerator (chains sharded by block) has no single counter key
     smaller, larger = sorted(chains.layers, key=lambda layer: layer.shape[-1])
-    # Both layers must be ones the fused kernel takes (its mode, device, dtype, size, and a
-    # kernel that compiled here: one random stream for every sweep of a process), with counter
+    # Both layers must be ones the fused kernel takes (its mode, device, dtype, size, and no
+    # failed compilation here: one random stream for every sweep of a process), with counter
     # indices below 2^32 (rng.counter_bits).
     if not fused.uses_fused(smaller) or larger.numel() >= 1 << 32:
         return False
@@ -171,7 +175,9 @@ def one_region_sweep(
     weights = model.weights.detach().to(dtype)
     kind = _KINDS[type(operator).__name__]
     tie_rule = bool(getattr(operator, "tie_rule", True))
-    base = model.base_logits.detach().to(dtype) if (tempered and model.base_fitted) else None
+    # As _visible_logits: β·(b − b^A + hWᵀ), plus b^A once the base is fitted.
+    base = model.base_logits.detach().to(dtype) if tempered else None
+    offset = base if (base is not None and model.base_fitted) else None
     visible, hidden = (layer.contiguous() for layer in chains.layers)
     for index in (0, 1) if reverse else (1, 0):
         keys = counter_keys(generator).tolist()
@@ -183,7 +189,7 @@ def one_region_sweep(
         else:
             bias = model.visible_bias.detach().to(dtype)
             visible = extension.layer(
-                hidden, weights.t().contiguous(), bias - base if base is not None else bias, beta_rows, base,
+                hidden, weights.t().contiguous(), bias - base if base is not None else bias, beta_rows, offset,
                 visible, keys[0], keys[1], kind, tie_rule, TILE_ROWS,
             )  # fmt: skip
     return Chains(layers=(visible, hidden), beta=beta)
@@ -198,11 +204,14 @@ def _build() -> Any:
 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
+                # torch reuses a build by name, source and flags; -march=native code built on
+                # one CPU can die with SIGILL on another sharing the extensions folder, so the
+                # name carries the CPU's instruction sets.
                 _extension = load_inline(
-                    "boltzlab_one_region",
+                    f"boltzlab_one_region_{_cpu_fingerprint()}",
                     cpp_sources=_SOURCE,
                     functions=["layer"],
-                    extra_cflags=["-O3", "-march=native", "-ffast-math", "-fopenmp", "-std=c++17"],
+                    extra_cflags=["-O3", "-march=native", "-ffast-math", "-fopenmp"],
                     extra_ldflags=["-fopenmp"],
                 )
         except Exception as error:
@@ -214,3 +223,14 @@ def _build() -> Any:
                 stacklevel=3,
             )
     return _extension
+
+
+def _cpu_fingerprint() -> str:
+    """A short hash of this CPU's model name and instruction-set flags (Linux), else its capability."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            lines = [line for line in cpuinfo if line.startswith(("model name", "flags"))]
+        text = "".join(sorted(set(lines)))
+    except OSError:
+        text = torch.backends.cpu.get_cpu_capability()
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
