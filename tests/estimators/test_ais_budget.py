@@ -20,8 +20,7 @@ from boltzlab.estimators.ais_budget import (
     plan_chains,
     without_budget,
 )
-from boltzlab.estimators.lower_bound import LowerBound
-from harness import random_rbm
+from harness import random_rbm, stand_in_bound
 
 # A strongly coupled RBM annealed through 20 temperatures: 100 chains leave a standard error
 # of about 0.2 nats, above the 0.1 target, so the budget has to grow.
@@ -114,15 +113,7 @@ def test_an_estimate_below_a_certified_bound_makes_the_budget_grow():
     # chains all missed the heavy tail): the budget must not stop there, whatever the error bar.
     model = hard_model()
     fixed = bl.estimate_log_z(model, method="ais", n_chains=DEFAULT_CHAINS, generator=0, **HARD)
-    bound = LowerBound(
-        log_z=fixed.log_z + 1.0,
-        layer="hidden",
-        n_states=1,
-        n_draws=1,
-        missing_mass=0.0,
-        started_from="data",
-        cost_sweeps=0,
-    )
+    bound = stand_in_bound(fixed.log_z + 1.0)
     result = ais(model, generator=0, lower_bound=bound, target_stderr=10.0, max_chains=400, **HARD)
     assert result.info.budget.rounds[0] == DEFAULT_CHAINS and sum(result.info.budget.rounds) == 400
     assert any("certified lower bound" in message for message in result.info.budget.failures)

@@ -8,10 +8,9 @@ import boltzlab as bl
 from boltzlab.cli.logz import describe_estimate
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import collect_tempered_samples, tempered_budget
-from boltzlab.estimators.lower_bound import LowerBound
 from boltzlab.estimators.rts import rts_from_samples
 from boltzlab.estimators.tempered_budget import DEFAULT_MAX_SWEEPS, TemperedBudget
-from harness import random_rbm, sharp_rbm
+from harness import random_rbm, sharp_rbm, stand_in_bound
 from tolerances import MAX_Z
 
 
@@ -128,18 +127,6 @@ def test_refuses_bad_budget_options(options, message):
         )
 
 
-def _bound(log_z: float) -> LowerBound:
-    return LowerBound(
-        log_z=log_z,
-        layer="hidden",
-        n_states=1,
-        n_draws=1,
-        missing_mass=0.0,
-        started_from="data",
-        cost_sweeps=0,
-    )
-
-
 EASY = {"n_chains": 40, "n_temperatures": 30, "n_sweeps": 100, "max_sweeps": 1000, "lower_bound_sweeps": 0}
 
 
@@ -150,7 +137,7 @@ def test_an_estimate_below_a_certified_bound_makes_the_budget_grow():
     plain = bl.estimate_log_z(model, method="rts", generator=0, **EASY)
     assert len(plain.info.budget.rounds) == 1 and plain.info.budget.passed
     bounded = bl.estimate_log_z(
-        model, method="rts", generator=0, lower_bound=_bound(plain.log_z + 1.0), **EASY
+        model, method="rts", generator=0, lower_bound=stand_in_bound(plain.log_z + 1.0), **EASY
     )
     budget = bounded.info.budget
     assert [round_.long_run_sweeps for round_ in budget.rounds] == [100, 200, 400]
@@ -208,7 +195,7 @@ def test_estimate_log_z_hands_the_witness_to_a_growing_tempered_budget(monkeypat
     assert seen == [None] and fixed.lower_bound is not None
     # A bound the caller gives is the budget's; the verdict runs its own witness.
     seen.clear()
-    given = _bound(0.0)
+    given = stand_in_bound(0.0)
     bl.estimate_log_z(model, method="rts", max_sweeps=400, lower_bound=given, **options)
     assert seen and all(bound is given for bound in seen)
 

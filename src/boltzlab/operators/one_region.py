@@ -33,7 +33,7 @@ import torch
 
 from boltzlab import gemm
 from boltzlab.chains import Chains
-from boltzlab.models.base import TemperedModel
+from boltzlab.models.base import TemperedModel, all_ones
 from boltzlab.models.rbm import RBM
 from boltzlab.operators import fused
 from boltzlab.rng import counter_keys
@@ -170,7 +170,7 @@ def one_region_sweep(
         return None
     beta = chains.beta
     dtype = chains.layers[0].dtype
-    tempered = not bool((beta == 1).all())
+    tempered = not all_ones(beta)
     beta_rows = beta.to(dtype).contiguous() if tempered else None
     weights = model.weights.detach().to(dtype)
     kind = _KINDS[type(operator).__name__]
@@ -189,7 +189,7 @@ def one_region_sweep(
         else:
             bias = model.visible_bias.detach().to(dtype)
             visible = extension.layer(
-                hidden, weights.t().contiguous(), bias - base if base is not None else bias, beta_rows, offset,
+                hidden, weights.t(), bias - base if base is not None else bias, beta_rows, offset,
                 visible, keys[0], keys[1], kind, tie_rule, TILE_ROWS,
             )  # fmt: skip
     return Chains(layers=(visible, hidden), beta=beta)
