@@ -130,7 +130,7 @@ def test_auto_keeps_small_products_on_torch(monkeypatch):
     # Below MIN_OPENBLAS_MACS the numpy path's fixed cost outweighs OpenBLAS's speed; a forced
     # backend is used at every size.
     monkeypatch.setenv(gemm.ENVIRONMENT_VARIABLE, "auto")
-    monkeypatch.setattr(gemm, "_cached_or_calibrated", lambda dtype, threads: "openblas")
+    monkeypatch.setattr(gemm, "_cached_or_calibrated", lambda dtype, threads, small: "openblas")
     gemm.set_backend(None)
     try:
         small = (torch.zeros(100, 64), torch.zeros(64, 16))
@@ -139,5 +139,57 @@ def test_auto_keeps_small_products_on_torch(monkeypatch):
         assert gemm._numpy_path(*large, None)
         gemm.set_backend("openblas")
         assert gemm._numpy_path(*small, None)
+    finally:
+        gemm.set_backend(None)
+
+
+def test_openblas_entry_points_run_on_one_thread_inside_a_region_and_restore_the_pool():
+    """The addresses compiled code calls are numpy's OpenBLAS (the test of their products is
+    the one-region sweep's, tests/operators/test_one_region.py); inside
+    ``single_threaded_openblas`` its pool is one thread, and afterwards torch's count again."""
+    kernels = gemm.openblas_kernels()
+    if kernels is None:
+        pytest.skip("numpy does not use an OpenBLAS whose GEMM can be found here")
+    from threadpoolctl import threadpool_info
+
+    def openblas_threads() -> int:
+        return next(i["num_threads"] for i in threadpool_info() if i["filepath"] == kernels.path)
+
+    assert kernels.sgemm and kernels.dgemm and kernels.sgemm != kernels.dgemm
+    torch.set_num_threads(2)
+    try:
+        with gemm.single_threaded_openblas(kernels):
+            assert openblas_threads() == 1
+        assert openblas_threads() == 2
+        with pytest.raises(KeyError), gemm.single_threaded_openblas(kernels):
+            raise KeyError("an error inside still restores the pool")
+        assert openblas_threads() == 2
+    finally:
+        torch.set_num_threads(1)
+        gemm._sync_threads()
+    assert openblas_threads() == 1
+
+
+def test_small_products_get_the_choice_calibrated_on_small_products(tmp_path, monkeypatch):
+    """Below SMALL_ROWS rows the choice is the one timed on 100-row products (at 100 rows
+    torch's GEMM won where OpenBLAS won at 512), cached under its own key."""
+    monkeypatch.setenv("BOLTZLAB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(gemm.ENVIRONMENT_VARIABLE, "auto")
+    timed = []
+
+    def calibrate(dtype, *, repeats=5, rows=None):
+        timed.append(rows)
+        return {"torch": 100.0, "openblas": 50.0} if rows is not None else {"torch": 50.0, "openblas": 100.0}
+
+    monkeypatch.setattr(gemm, "calibrate", calibrate)
+    gemm.set_backend(None)
+    try:
+        weights = torch.zeros(784, 500)
+        assert not gemm._numpy_path(torch.zeros(gemm.SMALL_ROWS - 1, 784), weights, None)
+        assert gemm._numpy_path(torch.zeros(gemm.SMALL_ROWS, 784), weights, None)
+        assert gemm.backend(torch.float32) == "openblas" and gemm.backend(torch.float32, rows=100) == "torch"
+        assert sorted(timed, key=str) == [100, None]  # each class timed once, then remembered
+        cached = json.loads(gemm.cache_path().read_text())
+        assert sorted(entry["backend"] for entry in cached.values()) == ["openblas", "torch"]
     finally:
         gemm.set_backend(None)

@@ -5,15 +5,20 @@ plus elementwise work, so the GEMM sets the pace. On the CPU torch calls its own
 in the official wheels), numpy calls the OpenBLAS it bundles, and which one is faster depends
 on the machine: on an AVX-512 AMD EPYC MKL ran at the AVX2 rate, half of OpenBLAS; on an
 Intel Xeon the two were within 5%; on the AVX2 EPYC this was written on, OpenBLAS was 15%
-faster. Both read and write the same memory (``Tensor.numpy()`` shares storage), so the
-choice costs no copy.
+faster. Both read and write the same memory, so the choice costs no copy: the ``openblas``
+backend calls the CBLAS entry points of numpy's OpenBLAS on torch's storage
+(:mod:`boltzlab.openblas`; a bias or an accumulation goes into BLAS's ``beta``, as torch's
+``addmm`` does), and numpy's ``matmul`` (``Tensor.numpy()`` shares storage) where they cannot
+be found.
 
 The backend is ``"torch"`` or ``"openblas"``:
 
 - ``BOLTZLAB_GEMM=torch|openblas|auto`` in the environment, or :func:`set_backend`, decides;
-- ``auto`` (the default) times both on a 512×784 by 784×500 product the first time a
-  product of that dtype is needed, keeps the faster (torch unless OpenBLAS wins by more than
-  3%), and caches the choice per machine, library versions and thread count in
+- ``auto`` (the default) times both on the two products of a 784×500 sweep of 512 chains
+  (with a bias) the first time a product of that dtype is needed, keeps the faster (torch
+  unless OpenBLAS wins by more than 3%), and does the same apart for products of fewer than
+  :data:`SMALL_ROWS` rows (timed on 100 rows, the default batch of the estimators and of
+  training); it caches each choice per machine, library versions and thread count in
   ``$XDG_CACHE_HOME/boltzlab/gemm.json`` (``~/.cache`` by default; ``BOLTZLAB_CACHE_DIR``
   overrides the folder);
 - products on other devices, in other dtypes, or that autograd must see always use torch.
@@ -25,12 +30,14 @@ torch's up to float rounding; the exact-oracle tests run under both backends.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import platform
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -38,18 +45,23 @@ import torch
 from torch import Tensor
 
 from boltzlab.errors import ValidationError
+from boltzlab.openblas import OpenBLASKernels, gemm_into, openblas_kernels
 
 __all__ = [
     "BACKENDS",
     "ENVIRONMENT_VARIABLE",
     "MIN_OPENBLAS_MACS",
+    "SMALL_ROWS",
+    "OpenBLASKernels",
     "addmm",
     "addmm_",
     "backend",
     "cache_path",
     "calibrate",
     "mm_into",
+    "openblas_kernels",
     "set_backend",
+    "single_threaded_openblas",
 ]
 
 BACKENDS = ("torch", "openblas")
@@ -57,13 +69,18 @@ ENVIRONMENT_VARIABLE = "BOLTZLAB_GEMM"
 # OpenBLAS must beat torch by this factor to be chosen: a tie keeps the library's default.
 _MARGIN = 0.97
 _CALIBRATION_SHAPE = (512, 784, 500)
+#: Products of fewer rows than this are timed and chosen apart, on a 100-row product: the
+#: default batch of AIS, RTS and training. At 100 rows torch's GEMM beat OpenBLAS's on the
+#: AVX-512 EPYC where OpenBLAS won at 512 (docs/performance.md).
+SMALL_ROWS = 256
+_SMALL_CALIBRATION_ROWS = 100
 #: Products of fewer multiply-adds (m·k·n) than this stay on torch: the numpy path's fixed
 #: cost per call (about 5 µs more) is larger than what OpenBLAS saves below about a million
 #: (100×64 by 64×16: torch 5.8 µs, OpenBLAS 11.0; 100×784 by 784×20: 48.2 against 43.7).
 MIN_OPENBLAS_MACS = 1 << 20
 
 _requested: str | None = None  # set_backend's choice; None reads the environment
-_chosen: dict[tuple[torch.dtype, int], str] = {}  # per (dtype, threads), once resolved
+_chosen: dict[tuple[torch.dtype, int, bool], str] = {}  # per (dtype, threads, small), once resolved
 _blas_threads: int | None = None
 _limiter: object | None = None
 
@@ -85,16 +102,21 @@ def set_backend(name: str | None) -> None:
     _chosen.clear()
 
 
-def backend(dtype: torch.dtype = torch.float32) -> str:
-    """The backend CPU products of ``dtype`` use now: ``"torch"`` or ``"openblas"``."""
+def backend(dtype: torch.dtype = torch.float32, rows: int | None = None) -> str:
+    """The backend CPU products of ``dtype`` use now: ``"torch"`` or ``"openblas"``.
+
+    ``rows``: the product's rows; fewer than :data:`SMALL_ROWS` get the choice calibrated on
+    small products, ``None`` or more the one calibrated on large ones.
+    """
     if dtype not in (torch.float32, torch.float64):
         return "torch"
     threads = torch.get_num_threads()
-    key = (dtype, threads)
+    small = rows is not None and rows < SMALL_ROWS
+    key = (dtype, threads, small)
     chosen = _chosen.get(key)
     if chosen is None:
         requested = _requested_name()
-        chosen = requested if requested != "auto" else _cached_or_calibrated(dtype, threads)
+        chosen = requested if requested != "auto" else _cached_or_calibrated(dtype, threads, small)
         _chosen[key] = chosen
     return chosen
 
@@ -110,51 +132,76 @@ def addmm(bias: Tensor | None, a: Tensor, b: Tensor, *, alpha: float = 1.0) -> T
             return product if alpha == 1.0 else product.mul_(alpha)
         return torch.addmm(bias, a, b, alpha=alpha)
     out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype)
-    mm_into(out, a, b)
-    if alpha != 1.0:
-        out.mul_(alpha)
-    return out if bias is None else out.add_(bias)
+    if bias is None:
+        return _openblas_into(out, a, b, alpha=alpha, beta=0.0)
+    return _openblas_into(out.copy_(bias), a, b, alpha=alpha, beta=1.0)
 
 
 def addmm_(out: Tensor, a: Tensor, b: Tensor, *, alpha: float = 1.0) -> Tensor:
-    """``out += alpha·(a @ b)`` in place; returns ``out``. OpenBLAS cannot accumulate, so its
-    path forms the product in a temporary first."""
+    """``out += alpha·(a @ b)`` in place; returns ``out``."""
     if not _numpy_path(a, b, out):
         return out.addmm_(a, b, alpha=alpha)
-    product = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype)
-    mm_into(product, a, b)
-    return out.add_(product, alpha=alpha)
+    return _openblas_into(out, a, b, alpha=alpha, beta=1.0)
 
 
 def mm_into(out: Tensor, a: Tensor, b: Tensor) -> Tensor:
     """Write ``a @ b`` into ``out`` (shape (m, n), contiguous) and return it."""
     if not _numpy_path(a, b, out):
         return torch.mm(a, b, out=out)
+    return _openblas_into(out, a, b, alpha=1.0, beta=0.0)
+
+
+def _openblas_into(out: Tensor, a: Tensor, b: Tensor, *, alpha: float, beta: float) -> Tensor:
+    """``out = alpha·(a @ b) + beta·out`` (``beta`` 0 or 1) through OpenBLAS: its CBLAS entry
+    point where it is found (one call, accumulating in place), else numpy's ``matmul``."""
     _sync_threads()
-    np.matmul(a.detach().numpy(), b.detach().numpy(), out=out.detach().numpy())
-    return out
+    a, b = a.detach(), b.detach()
+    kernels = openblas_kernels()
+    if kernels is not None and gemm_into(kernels, out, a, b, alpha=alpha, beta=beta):
+        return out
+    if beta == 0.0 and out.is_contiguous():
+        np.matmul(a.numpy(), b.numpy(), out=out.detach().numpy())
+        return out if alpha == 1.0 else out.mul_(alpha)
+    product = torch.from_numpy(np.matmul(a.numpy(), b.numpy()))
+    return out.mul_(beta).add_(product, alpha=alpha)
 
 
-def calibrate(dtype: torch.dtype = torch.float32, *, repeats: int = 5) -> dict[str, float]:
-    """GFLOP/s of each backend on the calibration product, at torch's current thread count.
+def calibrate(
+    dtype: torch.dtype = torch.float32, *, repeats: int = 5, rows: int | None = None
+) -> dict[str, float]:
+    """GFLOP/s of each backend on the calibration products, at torch's current thread count.
 
-    Each timing is the product *followed by a torch elementwise pass over its output*, as in
+    Each timing is the two products of an RBM sweep, ``a @ b`` and ``h @ bᵀ`` (a transposed
+    view, as the visible layer's), each with a bias as :func:`addmm` runs it on each backend
+    and *followed by a torch elementwise pass over its output*, as in
     a sweep: with two or more threads, OpenBLAS's worker threads keep spinning after a product
     while torch's OpenMP threads start the next operation, and on 2 cores that contention
     made OpenBLAS sweeps 2.5× slower than torch's although its product alone was as fast.
-    Returns ``{"torch": ..., "openblas": ...}`` (best of ``repeats`` timings each).
+    ``rows`` replaces the calibration product's 512 rows. Returns ``{"torch": ..., "openblas": ...}``
+    (best of ``repeats`` timings each).
     """
     m, k, n = _CALIBRATION_SHAPE
+    m = m if rows is None else rows
     generator = torch.Generator().manual_seed(0)
     a = (torch.rand(m, k, generator=generator) < 0.3).to(dtype)
     b = torch.randn(k, n, generator=generator, dtype=dtype)
-    out = torch.empty(m, n, dtype=dtype)
+    h = (torch.rand(m, n, generator=generator) < 0.5).to(dtype)
+    bias, bias_t = (
+        torch.randn(n, generator=generator, dtype=dtype),
+        torch.randn(k, generator=generator, dtype=dtype),
+    )
+    out, out_t = torch.empty(m, n, dtype=dtype), torch.empty(m, k, dtype=dtype)
     _sync_threads()
-    a_np, b_np, out_np = a.numpy(), b.numpy(), out.numpy()
-    runs = {
-        "torch": lambda: torch.mm(a, b, out=out).sigmoid_(),
-        "openblas": lambda: torch.from_numpy(np.matmul(a_np, b_np, out=out_np)).sigmoid_(),
-    }
+
+    def openblas() -> None:  # each backend's own path for a product with a bias, as addmm runs it
+        _openblas_into(out.copy_(bias), a, b, alpha=1.0, beta=1.0).sigmoid_()
+        _openblas_into(out_t.copy_(bias_t), h, b.t(), alpha=1.0, beta=1.0).sigmoid_()
+
+    def torch_() -> None:
+        torch.addmm(bias, a, b, out=out).sigmoid_()
+        torch.addmm(bias_t, h, b.t(), out=out_t).sigmoid_()
+
+    runs = {"torch": torch_, "openblas": openblas}
     best = {name: float("inf") for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():  # interleaved, so a noisy neighbour hits both alike
@@ -162,7 +209,7 @@ def calibrate(dtype: torch.dtype = torch.float32, *, repeats: int = 5) -> dict[s
             run()
             run()
             best[name] = min(best[name], (time.perf_counter() - started) / 2)
-    flops = 2.0 * m * k * n  # the elementwise pass is counted as time, not as work
+    flops = 4.0 * m * k * n  # two products; the elementwise passes are counted as time, not as work
     return {name: flops / seconds / 1e9 for name, seconds in best.items()}
 
 
@@ -208,7 +255,7 @@ def _numpy_path(a: Tensor, b: Tensor, other: Tensor | None) -> bool:
     # for the calibration's products.
     if a.shape[0] * a.shape[1] * b.shape[1] < MIN_OPENBLAS_MACS:
         return False
-    return backend(a.dtype) == "openblas"
+    return backend(a.dtype, rows=a.shape[0]) == "openblas"
 
 
 def _sync_threads() -> None:
@@ -250,11 +297,11 @@ def _machine_key(dtype: torch.dtype, threads: int) -> str:
         )
     except Exception:  # threadpoolctl cannot read every BLAS; the key only gets coarser
         pass
-    return f"v2|{cpu}|torch {torch.__version__}|numpy {np.__version__}|{blas}|{dtype}|{threads} threads"
+    return f"v4|{cpu}|torch {torch.__version__}|numpy {np.__version__}|{blas}|{dtype}|{threads} threads"
 
 
-def _cached_or_calibrated(dtype: torch.dtype, threads: int) -> str:
-    key = _machine_key(dtype, threads)
+def _cached_or_calibrated(dtype: torch.dtype, threads: int, small: bool = False) -> str:
+    key = _machine_key(dtype, threads) + (f"|{_SMALL_CALIBRATION_ROWS} rows" if small else "")
     path = cache_path()
     try:
         cached = json.loads(path.read_text())
@@ -263,7 +310,8 @@ def _cached_or_calibrated(dtype: torch.dtype, threads: int) -> str:
     entry = cached.get(key) if isinstance(cached, dict) else None
     if isinstance(entry, dict) and entry.get("backend") in BACKENDS:
         return str(entry["backend"])
-    speeds = calibrate(dtype)
+    # A 100-row product takes some 80 µs: more repeats for the same confidence.
+    speeds = calibrate(dtype, rows=_SMALL_CALIBRATION_ROWS, repeats=25) if small else calibrate(dtype)
     chosen = "openblas" if speeds["torch"] < _MARGIN * speeds["openblas"] else "torch"
     cached = cached if isinstance(cached, dict) else {}
     cached[key] = {"backend": chosen, "gflops": speeds, "measured": time.strftime("%Y-%m-%d %H:%M:%S")}
@@ -281,3 +329,19 @@ def _write_atomically(path: Path, text: str) -> None:
         os.replace(temporary, path)
     except OSError:
         pass
+
+
+@contextlib.contextmanager
+def single_threaded_openblas(kernels: OpenBLASKernels) -> Iterator[None]:
+    """OpenBLAS on one thread for the duration (each thread of a parallel region calls it on
+    its own rows); then back at torch's thread count, where :func:`mm_into` keeps it."""
+    _sync_threads()
+    threads = torch.get_num_threads()
+    if threads == 1:
+        yield
+        return
+    kernels.set_num_threads(1)
+    try:
+        yield
+    finally:
+        kernels.set_num_threads(threads)

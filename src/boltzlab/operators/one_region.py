@@ -7,9 +7,10 @@ forth and the logits leave the cache between them (docs/performance.md, "Measure
 small C++ extension, built once per machine with ``torch.utils.cpp_extension.load_inline``
 (about 25 s; cached in torch's extensions folder under a name that carries the CPU's
 instruction sets), splits the chains into one row block per
-thread inside one ``at::parallel_for``; each thread multiplies its block in tiles of
-``TILE_ROWS`` rows (ATen's GEMM, on one thread inside the region) and samples each tile while
-its logits are in cache, with the same counter-based bits (:func:`boltzlab.rng.counter_bits`),
+thread inside one ``at::parallel_for``; each thread multiplies its block in tiles (the GEMM
+backend's product on one thread inside the region: numpy's OpenBLAS called by address,
+:func:`boltzlab.gemm.openblas_kernels`, in tiles of ``OPENBLAS_TILE_ROWS`` rows, or ATen's
+in tiles of ``TILE_ROWS``) and samples each tile right after, with the same counter-based bits (:func:`boltzlab.rng.counter_bits`),
 the same keys, the same logits formula and the same thresholds as the fused kernel. Its draws
 are therefore the fused kernel's up to float rounding (the products, which may differ between
 ATen's and OpenBLAS's GEMM and between tile sizes, and the exponential's implementation): a
@@ -17,14 +18,16 @@ unit whose threshold lands within rounding of its uniform can come out different
 
 Used for Gibbs and flip-the-state sweeps of binary RBMs on the CPU, float32 and float64, in the
 fused kernel's modes (``BOLTZLAB_FUSED``): ``off`` never, ``on`` always (the tests, against exact
-transition matrices), ``auto`` on layers the fused kernel would take, with at least two torch
-threads and the ``torch`` GEMM backend chosen (:mod:`boltzlab.gemm`; where OpenBLAS is the
-faster product, the library's own path keeps it). A failed build (no compiler or ninja) turns it
+transition matrices), ``auto`` on layers the fused kernel would take when the GEMM backend
+(:mod:`boltzlab.gemm`) is ``openblas`` and its entry points are found (any number of threads),
+or when it is ``torch`` and torch has at least two threads (on one, ATen's tiles lose to one
+whole product and the fused kernel). A failed build (no compiler or ninja) turns it
 off for the process with one warning, and sweeps go on through the fused kernel.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import warnings
 from typing import Any
@@ -38,11 +41,16 @@ from boltzlab.models.rbm import RBM
 from boltzlab.operators import fused
 from boltzlab.rng import counter_keys
 
-__all__ = ["TILE_ROWS", "one_region_sweep", "uses_one_region"]
+__all__ = ["OPENBLAS_TILE_ROWS", "TILE_ROWS", "one_region_sweep", "uses_one_region"]
 
-#: Rows multiplied and sampled at a time: 128 rows of a 500-unit layer (256 KB of float32
-#: logits) stay in a core's L2 cache until they are sampled (128 beat 250 and the whole block).
+#: Rows multiplied and sampled at a time with ATen's GEMM: 128 rows of a 500-unit layer (256 KB
+#: of float32 logits) stay in a core's L2 cache until they are sampled (128 beat 250 and the
+#: whole block).
 TILE_ROWS = 128
+#: The same with OpenBLAS's, which packs the whole weight matrix (1.5 MB at 784×500) on every
+#: call: at 1,000 chains on one thread tiles of 128 rows cost 1.17× the product alone, 256 rows
+#: 1.08×, the whole block 1.06×; at 10,000 chains 1,024 rows 1.06–1.10× (docs/performance.md).
+OPENBLAS_TILE_ROWS = 1024
 _KINDS = {"GibbsOperator": 0, "FlipOperator": 1}
 
 _SOURCE = r"""
@@ -51,6 +59,23 @@ _SOURCE = r"""
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+
+// CBLAS row-major GEMM of numpy's OpenBLAS, called by address (gemm.openblas_kernels); I is its
+// integer type (64-bit in numpy's ILP64 build). Enums: 101 row-major, 111 no transpose, 112 transpose.
+template <typename T, typename I>
+using cblas_gemm = void (*)(int, int, int, I, I, I, T, const T*, I, const T*, I, T, T*, I);
+
+// out (rows x H, contiguous) = bias + x_rows W through OpenBLAS; W is row-major (K x H) or the
+// transposed view of a row-major (H x K) matrix.
+template <typename T, typename I>
+static void blas_tile(int64_t address, const T* x, int64_t rows, int64_t K, const torch::Tensor& W,
+                      const T* bias, T* out, int64_t H) {
+  for (int64_t r = 0; r < rows; ++r) std::copy(bias, bias + H, out + r * H);
+  const bool trans = !W.is_contiguous();  // one_region_sweep passes W or a transposed view of it
+  const int64_t ldb = trans ? W.size(0) : H;
+  reinterpret_cast<cblas_gemm<T, I>>(address)(101, 111, trans ? 112 : 111, (I)rows, (I)H, (I)K, T(1), x, (I)K,
+                                              W.data_ptr<T>(), (I)ldb, T(1), out, (I)H);
+}
 
 // rng._hash32: x ^= x >> 16; x *= 0x21f0aaad; x ^= x >> 15; x *= 0x735a2d97; x ^= x >> 15.
 static inline uint32_t hash32(uint32_t x) {
@@ -108,20 +133,34 @@ static void sample(T* l, const T* beta, const T* offset, const T* c, T* o, int64
 
 torch::Tensor layer(torch::Tensor x, torch::Tensor W, torch::Tensor bias, c10::optional<torch::Tensor> beta,
                     c10::optional<torch::Tensor> offset, torch::Tensor current, int64_t k0, int64_t k1,
-                    int64_t kind, bool tie_rule, int64_t tile) {
+                    int64_t kind, bool tie_rule, int64_t tile, int64_t sgemm, int64_t dgemm, bool ilp64) {
   const int64_t N = x.size(0), H = W.size(1);
   auto out = torch::empty({N, H}, x.options());
   const int64_t threads = at::get_num_threads();
   const int64_t grain = std::max<int64_t>(1, (N + threads - 1) / threads);
+  const int64_t K = x.size(1);
+  TORCH_CHECK(x.is_contiguous() && bias.is_contiguous() && (W.is_contiguous() || W.t().is_contiguous()),
+              "one_region layer: x and bias contiguous, W row-major or a transposed row-major view");
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "one_region_layer", [&] {
+    const int64_t blas = sizeof(scalar_t) == 4 ? sgemm : dgemm;
+    const scalar_t* xp = x.data_ptr<scalar_t>();
+    const scalar_t* biasp = bias.data_ptr<scalar_t>();
     const scalar_t* bp = beta ? beta->data_ptr<scalar_t>() : nullptr;
     const scalar_t* op = offset ? offset->data_ptr<scalar_t>() : nullptr;
     const scalar_t* cp = current.data_ptr<scalar_t>();
     scalar_t* outp = out.data_ptr<scalar_t>();
     at::parallel_for(0, N, grain, [&](int64_t begin, int64_t end) {
+      // One tile's logits, reused by this thread's tiles (OpenBLAS) or made by ATen's addmm.
+      torch::Tensor logits = blas ? torch::empty({std::min(tile, end - begin), H}, x.options()) : torch::Tensor();
       for (int64_t lo = begin; lo < end; lo += tile) {
         const int64_t hi = std::min(end, lo + tile);
-        auto logits = at::addmm(bias, x.slice(0, lo, hi), W);
+        if (!blas) {
+          logits = at::addmm(bias, x.slice(0, lo, hi), W);
+        } else if (ilp64) {
+          blas_tile<scalar_t, int64_t>(blas, xp + lo * K, hi - lo, K, W, biasp, logits.data_ptr<scalar_t>(), H);
+        } else {
+          blas_tile<scalar_t, int32_t>(blas, xp + lo * K, hi - lo, K, W, biasp, logits.data_ptr<scalar_t>(), H);
+        }
         scalar_t* l = logits.data_ptr<scalar_t>();
         if (kind == 0) {
           sample<scalar_t, 0>(l, bp, op, cp, outp, lo, hi, H, (uint32_t)k0, (uint32_t)k1, tie_rule);
@@ -155,7 +194,9 @@ def uses_one_region(operator: Any, model: TemperedModel, chains: Chains, generat
         return False
     if fused.mode() == "on":
         return True
-    return torch.get_num_threads() >= 2 and gemm.backend(smaller.dtype) == "torch"
+    if gemm.backend(smaller.dtype) == "openblas":
+        return gemm.openblas_kernels() is not None
+    return torch.get_num_threads() >= 2
 
 
 def one_region_sweep(
@@ -172,26 +213,31 @@ def one_region_sweep(
     dtype = chains.layers[0].dtype
     tempered = not all_ones(beta)
     beta_rows = beta.to(dtype).contiguous() if tempered else None
-    weights = model.weights.detach().to(dtype)
+    weights = model.weights.detach().to(dtype).contiguous()
     kind = _KINDS[type(operator).__name__]
     tie_rule = bool(getattr(operator, "tie_rule", True))
     # As _visible_logits: β·(b − b^A + hWᵀ), plus b^A once the base is fitted.
     base = model.base_logits.detach().to(dtype) if tempered else None
     offset = base if (base is not None and model.base_fitted) else None
     visible, hidden = (layer.contiguous() for layer in chains.layers)
-    for index in (0, 1) if reverse else (1, 0):
-        keys = counter_keys(generator).tolist()
-        if index == 1:
-            hidden = extension.layer(
-                visible, weights, model.hidden_bias.detach().to(dtype), beta_rows, None,
-                hidden, keys[0], keys[1], kind, tie_rule, TILE_ROWS,
-            )  # fmt: skip
-        else:
-            bias = model.visible_bias.detach().to(dtype)
-            visible = extension.layer(
-                hidden, weights.t(), bias - base if base is not None else bias, beta_rows, offset,
-                visible, keys[0], keys[1], kind, tie_rule, TILE_ROWS,
-            )  # fmt: skip
+    # The product of each tile: OpenBLAS's, called by address, where it is the GEMM backend.
+    kernels = gemm.openblas_kernels() if gemm.backend(dtype) == "openblas" else None
+    blas = (kernels.sgemm, kernels.dgemm, kernels.ilp64) if kernels is not None else (0, 0, False)
+    tile = TILE_ROWS if kernels is None else OPENBLAS_TILE_ROWS
+    with gemm.single_threaded_openblas(kernels) if kernels is not None else contextlib.nullcontext():
+        for index in (0, 1) if reverse else (1, 0):
+            keys = counter_keys(generator).tolist()
+            if index == 1:
+                hidden = extension.layer(
+                    visible, weights, model.hidden_bias.detach().to(dtype).contiguous(), beta_rows, None,
+                    hidden, keys[0], keys[1], kind, tie_rule, tile, *blas,
+                )  # fmt: skip
+            else:
+                bias = model.visible_bias.detach().to(dtype)
+                visible = extension.layer(
+                    hidden, weights.t(), (bias - base if base is not None else bias).contiguous(), beta_rows,
+                    offset, visible, keys[0], keys[1], kind, tie_rule, tile, *blas,
+                )  # fmt: skip
     return Chains(layers=(visible, hidden), beta=beta)
 
 
