@@ -144,7 +144,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     # OpenBLAS's pool at the same count even when no library product syncs it (the one-region
-    # path multiplies with ATen's GEMM), so that "gemm openblas" is timed on --threads threads.
+    # path sets OpenBLAS to one thread inside its region, or multiplies with ATen's GEMM), so
+    # that "gemm openblas" is timed on --threads threads.
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=args.threads, user_api="blas")
@@ -160,7 +161,7 @@ def main() -> None:
     print(f"OpenBLAS kernel: {', '.join(map(str, kernels)) or 'none'}; environment: {settings or 'no pins'}")
     print(
         f"RBM {args.visible}x{args.hidden} {args.dtype} on {args.device}, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} thread(s), GEMM backend in use: {gemm.backend(dtype)}, {fused_note}; "
+        f"{torch.get_num_threads()} thread(s), GEMM backend in use: {gemm.backend(dtype)} (under {gemm.SMALL_ROWS} rows: {gemm.backend(dtype, rows=1)}), {fused_note}; "
         f"median of {args.rounds} interleaved rounds"
     )
     header = (

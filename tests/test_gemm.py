@@ -193,3 +193,30 @@ def test_small_products_get_the_choice_calibrated_on_small_products(tmp_path, mo
         assert sorted(entry["backend"] for entry in cached.values()) == ["openblas", "torch"]
     finally:
         gemm.set_backend(None)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_openblas_entry_points_take_every_layout_and_refuse_what_they_cannot(dtype, use_backend):
+    """The CBLAS path itself (not numpy's fallback) gives torch's products for row-major and
+    transposed operands, accumulates, and hands back anything it cannot take: a non-contiguous
+    ``out`` (numpy's path, which overwrites a NaN there), wrong shapes (the usual error)."""
+    from boltzlab.openblas import gemm_into
+
+    kernels = gemm.openblas_kernels()
+    if kernels is None:
+        pytest.skip("numpy does not use an OpenBLAS whose GEMM can be found here")
+    use_backend("openblas")
+    g = torch.Generator().manual_seed(1)
+    tolerance = 1e-4 if dtype == torch.float32 else 1e-12
+    a, b = torch.randn(30, 20, generator=g, dtype=dtype), torch.randn(20, 10, generator=g, dtype=dtype)
+    for left in (a, a.t().contiguous().t()):
+        for right in (b, b.t().contiguous().t()):
+            out = torch.ones(30, 10, dtype=dtype)
+            assert gemm_into(kernels, out, left, right, alpha=2.0, beta=1.0)
+            assert torch.allclose(out, 1 + 2 * (a @ b), atol=tolerance)
+    assert not gemm_into(kernels, torch.empty(30, 10, dtype=dtype), a, b[:, :9], alpha=1.0, beta=0.0)
+    assert not gemm_into(kernels, a[:, :10], a, b, alpha=1.0, beta=0.0)  # out shares a's storage
+    strided = torch.full((10, 30), float("nan"), dtype=dtype).t()
+    assert gemm.mm_into(strided, a, b) is strided and torch.allclose(strided, a @ b, atol=tolerance)
+    with pytest.raises(ValueError):
+        gemm.mm_into(torch.empty(30, 9, dtype=dtype), a, b)

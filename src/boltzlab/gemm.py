@@ -74,9 +74,10 @@ _CALIBRATION_SHAPE = (512, 784, 500)
 #: AVX-512 EPYC where OpenBLAS won at 512 (docs/performance.md).
 SMALL_ROWS = 256
 _SMALL_CALIBRATION_ROWS = 100
-#: Products of fewer multiply-adds (m·k·n) than this stay on torch: the numpy path's fixed
-#: cost per call (about 5 µs more) is larger than what OpenBLAS saves below about a million
-#: (100×64 by 64×16: torch 5.8 µs, OpenBLAS 11.0; 100×784 by 784×20: 48.2 against 43.7).
+#: Products of fewer multiply-adds (m·k·n) than this stay on torch: the OpenBLAS path's fixed
+#: cost per call was larger than what OpenBLAS saves below about a million (measured through
+#: numpy's matmul, before the CBLAS entry points: 100×64 by 64×16: torch 5.8 µs, OpenBLAS 11.0;
+#: 100×784 by 784×20: 48.2 against 43.7).
 MIN_OPENBLAS_MACS = 1 << 20
 
 _requested: str | None = None  # set_backend's choice; None reads the environment
@@ -163,7 +164,9 @@ def _openblas_into(out: Tensor, a: Tensor, b: Tensor, *, alpha: float, beta: flo
         np.matmul(a.numpy(), b.numpy(), out=out.detach().numpy())
         return out if alpha == 1.0 else out.mul_(alpha)
     product = torch.from_numpy(np.matmul(a.numpy(), b.numpy()))
-    return out.mul_(beta).add_(product, alpha=alpha)
+    if beta == 0.0:  # overwrite, as torch.mm(out=) does: a NaN already in out must not survive
+        return out.copy_(product) if alpha == 1.0 else out.copy_(product).mul_(alpha)
+    return out.add_(product, alpha=alpha)
 
 
 def calibrate(
@@ -334,7 +337,11 @@ def _write_atomically(path: Path, text: str) -> None:
 @contextlib.contextmanager
 def single_threaded_openblas(kernels: OpenBLASKernels) -> Iterator[None]:
     """OpenBLAS on one thread for the duration (each thread of a parallel region calls it on
-    its own rows); then back at torch's thread count, where :func:`mm_into` keeps it."""
+    its own rows); then back at torch's thread count, where :func:`mm_into` keeps it.
+
+    The setting is process-wide: Python threads sweeping at the same time may find OpenBLAS
+    back at torch's count before their own region ends (more threads than cores, not wrong
+    results)."""
     _sync_threads()
     threads = torch.get_num_threads()
     if threads == 1:

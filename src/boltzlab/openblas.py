@@ -127,13 +127,25 @@ def _operand(x: Tensor) -> tuple[int, int] | None:
 def gemm_into(
     kernels: OpenBLASKernels, out: Tensor, a: Tensor, b: Tensor, *, alpha: float, beta: float
 ) -> bool:
-    """``out = alpha·(a @ b) + beta·out`` by OpenBLAS; ``False`` (nothing done) for layouts it cannot take.
+    """``out = alpha·(a @ b) + beta·out`` by OpenBLAS; ``False`` (nothing done) for what it cannot take.
 
     ``out`` (m, n) contiguous; ``a`` (m, k) and ``b`` (k, n) row-major or transposed views, all
-    float32 or all float64 on the CPU. The caller sets OpenBLAS's thread count.
+    float32 or all float64 on the CPU. Anything else — other shapes, dtypes or devices, an empty
+    dimension, an ``out`` sharing storage with ``a`` or ``b`` — returns ``False``, so that the
+    caller's fallback raises torch's or numpy's usual error (BLAS itself would read and write
+    past the buffers). The caller sets OpenBLAS's thread count.
     """
+    if a.dim() != 2 or b.dim() != 2 or out.dim() != 2 or a.dtype not in (kernels.calls or {}):
+        return False
+    if not (a.dtype == b.dtype == out.dtype) or {a.device.type, b.device.type, out.device.type} != {"cpu"}:
+        return False
+    if a.shape[1] != b.shape[0] or out.shape != (a.shape[0], b.shape[1]) or 0 in (*a.shape, b.shape[1]):
+        return False
+    storage = out.untyped_storage().data_ptr()
+    if storage in (a.untyped_storage().data_ptr(), b.untyped_storage().data_ptr()):
+        return False
     first, second = _operand(a), _operand(b)
-    if first is None or second is None or not out.is_contiguous() or 0 in (*a.shape, b.shape[1]):
+    if first is None or second is None or not out.is_contiguous():
         return False
     m, k = a.shape
     n = b.shape[1]

@@ -194,7 +194,7 @@ def uses_one_region(operator: Any, model: TemperedModel, chains: Chains, generat
         return False
     if fused.mode() == "on":
         return True
-    if gemm.backend(smaller.dtype) == "openblas":
+    if gemm.backend(smaller.dtype, rows=smaller.shape[0]) == "openblas":
         return gemm.openblas_kernels() is not None
     return torch.get_num_threads() >= 2
 
@@ -221,7 +221,8 @@ def one_region_sweep(
     offset = base if (base is not None and model.base_fitted) else None
     visible, hidden = (layer.contiguous() for layer in chains.layers)
     # The product of each tile: OpenBLAS's, called by address, where it is the GEMM backend.
-    kernels = gemm.openblas_kernels() if gemm.backend(dtype) == "openblas" else None
+    rows = chains.layers[0].shape[0]
+    kernels = gemm.openblas_kernels() if gemm.backend(dtype, rows=rows) == "openblas" else None
     blas = (kernels.sgemm, kernels.dgemm, kernels.ilp64) if kernels is not None else (0, 0, False)
     tile = TILE_ROWS if kernels is None else OPENBLAS_TILE_ROWS
     with gemm.single_threaded_openblas(kernels) if kernels is not None else contextlib.nullcontext():
