@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import boltzlab as bl
+from boltzlab.cli.evaluate import row_from_estimate
 from boltzlab.cli.logz import describe_estimate
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import collect_tempered_samples, tempered_budget
@@ -152,6 +153,9 @@ def test_an_estimate_below_a_certified_bound_makes_the_budget_grow():
         f"({initial + 700} per chain; max_sweeps reached (1000))"
     )
     assert spent in describe_estimate(bounded)
+    # `boltzlab evaluate` prints the same line under its table; a budget of one round, none.
+    assert spent in row_from_estimate(bounded, train_log_f=0.0, test_log_f=0.0, seconds=1.0).budget_grew
+    assert row_from_estimate(plain, train_log_f=0.0, test_log_f=0.0, seconds=1.0).budget_grew == ""
 
 
 def test_a_target_standard_error_makes_the_budget_grow_and_is_recorded():

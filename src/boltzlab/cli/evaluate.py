@@ -54,6 +54,7 @@ from boltzlab.cli.logz import (
     TRAJECTORY,
     PreparedData,
     bias_words,
+    describe_estimate,
     prepare_data,
     run_quietly,
     trajectory_for,
@@ -107,6 +108,11 @@ class EvaluationRow:
         The estimate's verdict (docs/trust.md).
     warnings : tuple of str
         Its reasons and notes.
+    diagnostics : dict
+        The estimator's diagnostics, as ``--json`` prints them.
+    budget_grew : str
+        How a tempered budget grew (``logz``'s description of the run), or ``""`` when it ran
+        one round (estimators/tempered_budget.py).
     """
 
     method: str
@@ -120,6 +126,7 @@ class EvaluationRow:
     reliable: bool = True
     warnings: tuple[str, ...] = ()
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    budget_grew: str = ""
 
 
 def default_methods(model: nn.Module, *, has_trajectory: bool = False) -> tuple[str, ...]:
@@ -168,6 +175,7 @@ def row_from_estimate(
     estimate: LogZEstimate, *, train_log_f: float, test_log_f: float, seconds: float
 ) -> EvaluationRow:
     """A table row from an estimate and the mean ``log f`` of the train and test splits."""
+    budget = getattr(estimate.info, "budget", None)
     return EvaluationRow(
         method=estimate.method,
         log_z=float(estimate.log_z),
@@ -180,6 +188,7 @@ def row_from_estimate(
         reliable=bool(estimate.reliable),
         warnings=tuple(estimate.warnings),
         diagnostics=estimate_diagnostics(estimate.info),
+        budget_grew=describe_estimate(estimate) if len(getattr(budget, "rounds", ())) > 1 else "",
     )
 
 
@@ -463,6 +472,9 @@ def evaluate(
         echo_json(payload)
         return
     click.echo(format_rows(rows))
+    for row in rows:
+        if row.budget_grew:
+            click.echo(f"{row.method}'s budget grew: {row.budget_grew}")
     for row in rows:
         if row.method != "exact" and not row.reliable:
             click.echo(f"{row.method} is UNRELIABLE:")
