@@ -103,15 +103,19 @@ def set_backend(name: str | None) -> None:
     _chosen.clear()
 
 
-def backend(dtype: torch.dtype = torch.float32, rows: int | None = None) -> str:
+def backend(
+    dtype: torch.dtype = torch.float32, rows: int | None = None, *, threads: int | None = None
+) -> str:
     """The backend CPU products of ``dtype`` use now: ``"torch"`` or ``"openblas"``.
 
     ``rows``: the product's rows; fewer than :data:`SMALL_ROWS` get the choice calibrated on
-    small products, ``None`` or more the one calibrated on large ones.
+    small products, ``None`` or more the one calibrated on large ones. ``threads``: the choice
+    for products run on that many threads (torch's count by default); the one-region sweep asks
+    for one, since each of its threads multiplies its own rows.
     """
     if dtype not in (torch.float32, torch.float64):
         return "torch"
-    threads = torch.get_num_threads()
+    threads = torch.get_num_threads() if threads is None else threads
     small = rows is not None and rows < SMALL_ROWS
     key = (dtype, threads, small)
     chosen = _chosen.get(key)
@@ -313,13 +317,30 @@ def _cached_or_calibrated(dtype: torch.dtype, threads: int, small: bool = False)
     entry = cached.get(key) if isinstance(cached, dict) else None
     if isinstance(entry, dict) and entry.get("backend") in BACKENDS:
         return str(entry["backend"])
-    # A 100-row product takes some 80 µs: more repeats for the same confidence.
-    speeds = calibrate(dtype, rows=_SMALL_CALIBRATION_ROWS, repeats=25) if small else calibrate(dtype)
+    # A 100-row product takes some 80 µs: more repeats for the same confidence. Timed on the
+    # thread count the choice is for, whatever torch's is now.
+    with _torch_threads(threads):
+        speeds = calibrate(dtype, rows=_SMALL_CALIBRATION_ROWS, repeats=25) if small else calibrate(dtype)
     chosen = "openblas" if speeds["torch"] < _MARGIN * speeds["openblas"] else "torch"
     cached = cached if isinstance(cached, dict) else {}
     cached[key] = {"backend": chosen, "gflops": speeds, "measured": time.strftime("%Y-%m-%d %H:%M:%S")}
     _write_atomically(path, json.dumps(cached, indent=1, sort_keys=True) + "\n")
     return chosen
+
+
+@contextlib.contextmanager
+def _torch_threads(threads: int) -> Iterator[None]:
+    """torch (and, through :func:`_sync_threads`, OpenBLAS) on ``threads`` threads for the duration."""
+    before = torch.get_num_threads()
+    if threads == before:
+        yield
+        return
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+        _sync_threads()
 
 
 def _write_atomically(path: Path, text: str) -> None:

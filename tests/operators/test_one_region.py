@@ -110,7 +110,7 @@ def test_auto_mode_takes_only_large_rbm_sweeps(monkeypatch):
     )
     large = bl.RBM(300, 300, generator=0)
     many = large.init_chains(500, generator=0)
-    monkeypatch.setattr(one_region.gemm, "backend", lambda dtype=None, rows=None: "torch")
+    monkeypatch.setattr(one_region.gemm, "backend", lambda dtype=None, rows=None, threads=None: "torch")
     torch.set_num_threads(2)
     assert one_region.uses_one_region(gibbs, large, many, torch.Generator())
     assert one_region.uses_one_region(bl.operators.get("flip"), large, many, torch.Generator())
@@ -125,7 +125,7 @@ def test_auto_mode_takes_only_large_rbm_sweeps(monkeypatch):
     assert not one_region.uses_one_region(gibbs, large, many, torch.Generator())
     # Where OpenBLAS is the faster product, the region calls it, on any number of threads;
     # without its entry points the library's own path keeps it.
-    monkeypatch.setattr(one_region.gemm, "backend", lambda dtype=None, rows=None: "openblas")
+    monkeypatch.setattr(one_region.gemm, "backend", lambda dtype=None, rows=None, threads=None: "openblas")
     monkeypatch.setattr(one_region.gemm, "openblas_kernels", lambda: object())
     for threads in (1, 2):
         torch.set_num_threads(threads)

@@ -19,9 +19,10 @@ unit whose threshold lands within rounding of its uniform can come out different
 Used for Gibbs and flip-the-state sweeps of binary RBMs on the CPU, float32 and float64, in the
 fused kernel's modes (``BOLTZLAB_FUSED``): ``off`` never, ``on`` always (the tests, against exact
 transition matrices), ``auto`` on layers the fused kernel would take when the GEMM backend
-(:mod:`boltzlab.gemm`) is ``openblas`` and its entry points are found (any number of threads),
-or when it is ``torch`` and torch has at least two threads (on one, ATen's tiles lose to one
-whole product and the fused kernel). A failed build (no compiler or ninja) turns it
+for one thread (:mod:`boltzlab.gemm`; each thread of the region multiplies on its own) is
+``openblas`` and its entry points are found (any number of threads), or when it is ``torch``
+and torch has at least two threads (on one, ATen's tiles lose to one whole product and the
+fused kernel). A failed build (no compiler or ninja) turns it
 off for the process with one warning, and sweeps go on through the fused kernel.
 """
 
@@ -194,7 +195,8 @@ def uses_one_region(operator: Any, model: TemperedModel, chains: Chains, generat
         return False
     if fused.mode() == "on":
         return True
-    if gemm.backend(smaller.dtype, rows=smaller.shape[0]) == "openblas":
+    # Each thread of the region multiplies its own rows on one thread: the one-thread choice.
+    if gemm.backend(smaller.dtype, rows=smaller.shape[0], threads=1) == "openblas":
         return gemm.openblas_kernels() is not None
     return torch.get_num_threads() >= 2
 
@@ -222,7 +224,7 @@ def one_region_sweep(
     visible, hidden = (layer.contiguous() for layer in chains.layers)
     # The product of each tile: OpenBLAS's, called by address, where it is the GEMM backend.
     rows = chains.layers[0].shape[0]
-    kernels = gemm.openblas_kernels() if gemm.backend(dtype, rows=rows) == "openblas" else None
+    kernels = gemm.openblas_kernels() if gemm.backend(dtype, rows=rows, threads=1) == "openblas" else None
     blas = (kernels.sgemm, kernels.dgemm, kernels.ilp64) if kernels is not None else (0, 0, False)
     tile = TILE_ROWS if kernels is None else OPENBLAS_TILE_ROWS
     with gemm.single_threaded_openblas(kernels) if kernels is not None else contextlib.nullcontext():
