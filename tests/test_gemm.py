@@ -220,3 +220,32 @@ def test_openblas_entry_points_take_every_layout_and_refuse_what_they_cannot(dty
     assert gemm.mm_into(strided, a, b) is strided and torch.allclose(strided, a @ b, atol=tolerance)
     with pytest.raises(ValueError):
         gemm.mm_into(torch.empty(30, 9, dtype=dtype), a, b)
+
+
+def test_a_choice_for_another_thread_count_is_timed_on_that_count(tmp_path, monkeypatch):
+    """The one-region sweep asks for the one-thread choice while torch runs two threads: it is
+    calibrated on one thread, cached under the one-thread key, and torch is back on two."""
+    monkeypatch.setenv("BOLTZLAB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(gemm.ENVIRONMENT_VARIABLE, "auto")
+    seen = []
+
+    def calibrate(dtype, *, repeats=5, rows=None):
+        seen.append(torch.get_num_threads())
+        return (
+            {"torch": 50.0, "openblas": 100.0}
+            if torch.get_num_threads() == 1
+            else {"torch": 100.0, "openblas": 50.0}
+        )
+
+    monkeypatch.setattr(gemm, "calibrate", calibrate)
+    gemm.set_backend(None)
+    torch.set_num_threads(2)
+    try:
+        assert gemm.backend(torch.float32, threads=1) == "openblas"
+        assert torch.get_num_threads() == 2
+        assert gemm.backend(torch.float32) == "torch"
+        assert seen == [1, 2]
+        assert any(key.endswith("|1 threads") for key in json.loads(gemm.cache_path().read_text()))
+    finally:
+        torch.set_num_threads(1)
+        gemm.set_backend(None)
