@@ -48,8 +48,8 @@ class OpenBLASKernels:
     dgemm: int
     ilp64: bool
     path: str
-    set_num_threads: Any = None
-    calls: Any = None
+    set_num_threads: Any
+    calls: Any
 
 
 # Symbol names of numpy's OpenBLAS builds (prefix, suffix), and whether integers are 64-bit.
