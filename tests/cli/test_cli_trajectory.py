@@ -4,8 +4,10 @@
 Properties checked: ``boltzlab train`` writes ``trajectory.safetensors`` beside the model (the
 snapshots ``bl.train`` would record) unless ``--snapshots 0``; ``logz --method trajectory-ais``
 finds it in the run directory and its estimate is the library call's with the same seed, and
-lands within 4 standard errors of the exact log Z of the tiny model; ``evaluate`` adds
-``trajectory-ais`` to its default methods exactly when the run has a trajectory; ``sample
+lands within 4 standard errors of the exact log Z of the tiny model; ``logz --method
+trajectory-rts`` and ``trajectory-mbar`` are the library calls with the same flags; ``evaluate``
+adds ``trajectory-ais`` and ``trajectory-rts`` to its default methods exactly when the run has
+a trajectory; ``sample
 --sampler ptt`` takes its levels from the run directory; a missing trajectory or a flag that
 does not apply is one clear error line.
 """
@@ -131,14 +133,39 @@ def test_evaluate_adds_trajectory_ais_when_the_run_has_a_trajectory(
     common = ["--data", data_file, "--budget", 50, "--chains", 16, "--examples", 2]
     with_run = invoke("evaluate", run_dir / "model.safetensors", *common)
     assert with_run.exit_code == 0, with_run.output
-    assert methods_of(with_run)[:6] == ["exact", "ais", "anchored-ais", "trajectory-ais", "raise", "rts"]
+    assert methods_of(with_run)[:7] == [
+        "exact",
+        "ais",
+        "anchored-ais",
+        "trajectory-ais",
+        "raise",
+        "rts",
+        "trajectory-rts",
+    ]
     lonely = tmp_path / "model.safetensors"
     bl.RBM.load(run_dir / "model.safetensors").save(lonely)
     alone = invoke("evaluate", lonely, *common)
     assert alone.exit_code == 0, alone.output
-    assert "trajectory-ais" not in methods_of(alone)
-    asked = invoke("evaluate", lonely, *common, "--methods", "exact,trajectory-ais")
-    assert_one_line_error(asked, "trajectory-ais needs the training trajectory")
+    assert not {"trajectory-ais", "trajectory-rts"} & set(methods_of(alone))
+    asked = invoke("evaluate", lonely, *common, "--methods", "exact,trajectory-rts")
+    assert_one_line_error(asked, "need the training trajectory", "--trajectory PATH")
+
+
+@pytest.mark.parametrize("method", ["trajectory-rts", "trajectory-mbar"])
+def test_logz_tempers_along_the_trajectory(run_dir: Path, method: str) -> None:
+    model_path = run_dir / "model.safetensors"
+    flags = ["--chains", 20, "--temperatures", 12, "--sweeps", 200, "--seed", 1]
+    result = invoke("logz", model_path, "--method", method, *flags)
+    assert result.exit_code == 0, result.output
+    log_z, stderr = (float(group) for group in LOG_Z_LINE.search(result.stdout).groups())
+    model = bl.RBM.load(model_path)
+    library = bl.estimate_log_z(
+        model, method=method, trajectory=run_dir, n_chains=20, n_levels=12, n_sweeps=200, generator=1
+    )
+    assert f"{library.log_z:.6f}" == f"{log_z:.6f}"
+    assert abs(log_z - bl.exact_log_z(model)) < 4.0 * stderr
+    assert "levels along the training trajectory" in result.stdout
+    assert_one_line_error(invoke("logz", model_path, "--method", method, "--operator", "flip"), "--operator")
 
 
 def test_sample_ptt_takes_its_levels_from_the_run(run_dir: Path, tmp_path: Path) -> None:

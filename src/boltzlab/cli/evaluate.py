@@ -9,7 +9,10 @@ Burda, Grosse & Salakhutdinov 2015; RTS and the other tempered estimators, Carls
 RAISE ran, a last line states their sandwich ``log Ẑ_AIS ≲ log Z ≲ log Ẑ_RAISE``
 (docs/algorithms.md §7). When the run directory holds the training trajectory
 (``trajectory.safetensors`` beside the model file, which ``boltzlab train`` writes), the
-default methods include ``trajectory-ais`` next to ``ais`` (docs/algorithms.md §4.6).
+default methods include ``trajectory-ais`` next to ``ais`` and ``trajectory-rts`` next to
+``rts`` (docs/algorithms.md §4.6): on a model whose temperature path crosses a first-order-like
+transition the temperature route is flagged and the trajectory route is right, and on one
+whose trajectory misses a mode the reverse (docs/trust.md).
 
 The pieces are functions of a model and a list of methods (:func:`evaluate_methods`,
 :func:`row_from_estimate`, :func:`format_rows`, :func:`sandwich_line`). A DBM's ``log p(v)``
@@ -52,6 +55,7 @@ from boltzlab.cli.logz import (
     DEFAULT_RAISE_EXAMPLES,
     TEMPERED,
     TRAJECTORY,
+    TRAJECTORY_TEMPERED,
     PreparedData,
     bias_words,
     describe_estimate,
@@ -131,19 +135,22 @@ class EvaluationRow:
 
 def default_methods(model: nn.Module, *, has_trajectory: bool = False) -> tuple[str, ...]:
     """``exact`` (when it can be enumerated), ``ais``, ``anchored-ais`` (a binary RBM),
-    ``trajectory-ais`` (an RBM whose training trajectory is at hand), ``raise`` and ``rts``; a
-    DBM gets no RAISE (it needs the visible layer to be the only one left after summing out)."""
+    ``trajectory-ais`` (an RBM whose training trajectory is at hand), ``raise``, ``rts`` and
+    ``trajectory-rts`` (with a trajectory); a DBM gets no RAISE (it needs the visible layer to
+    be the only one left after summing out)."""
     if isinstance(model, DBM):
         sizes = model.layer_sizes
         smaller_parity = min(sum(sizes[0::2]), sum(sizes[1::2]))
         exact = ("exact",) if smaller_parity <= MAX_EXACT_UNITS else ()
         return (*exact, "ais", "rts")
     exact = ("exact",) if min(model.layer_sizes) <= MAX_EXACT_UNITS else ()
-    trajectory = TRAJECTORY if has_trajectory and isinstance(model, RBM) else ()
+    with_path = has_trajectory and isinstance(model, RBM)
     # Anchored AIS is the default route that stays right on sharply trained RBMs, where plain
     # AIS lands 0.5–2 nats low (docs/algorithms.md §4.7; measured in docs/trust.md).
     anchored = ("anchored-ais",) if isinstance(model, RBM) else ()
-    return (*exact, "ais", *anchored, *trajectory, "raise", "rts")
+    trajectory_ais = ("trajectory-ais",) if with_path else ()
+    trajectory_rts = ("trajectory-rts",) if with_path else ()
+    return (*exact, "ais", *anchored, *trajectory_ais, "raise", "rts", *trajectory_rts)
 
 
 def parse_methods(text: str | None, model: nn.Module, *, has_trajectory: bool = False) -> tuple[str, ...]:
@@ -201,21 +208,22 @@ def _options(
     held_out: Tensor,
     trajectory: Path | None = None,
 ) -> dict[str, Any]:
-    """Estimator options of one method: the matched budget, the chains, the operator, RAISE's
-    data, trajectory AIS's trajectory."""
+    """Estimator options of one method: the matched budget, the chains, the operator (the
+    trajectory's tempered methods sweep with Gibbs), RAISE's data, the trajectory."""
     if method == "exact":
         return {}
     if method in TRAJECTORY:
-        # Like AIS, a budget of S sweeps per chain is S increments along the path.
         options: dict[str, Any] = {"trajectory": trajectory}
         if budget is not None:
-            options["n_steps"] = budget
+            # Like AIS, a budget of S sweeps per chain is S increments along the path; the
+            # tempered methods' long run is S sweeps.
+            options["n_sweeps" if method in TRAJECTORY_TEMPERED else "n_steps"] = budget
     else:
         options = matched_options(method, budget) if budget is not None else {}
     if method in ANNEALING + TEMPERED + TRAJECTORY:
         if chains is not None:
             options["n_chains"] = chains
-        if operator is not None:
+        if operator is not None and method not in TRAJECTORY_TEMPERED:
             options["operator"] = operator
     if method == "raise":
         options["data"] = held_out
@@ -260,7 +268,7 @@ def evaluate_methods(
         Chains of AIS and the tempered methods, reverse chains per example of RAISE.
     operator : Operator, optional
     trajectory : Path, optional
-        The training trajectory ``trajectory-ais`` anneals through (a file or run directory).
+        The training trajectory the trajectory methods follow (a file or run directory).
     """
     dataset = prepared.dataset
     test = dataset.test if dataset.test is not None else dataset.valid
@@ -366,7 +374,7 @@ Example:
     "--methods",
     metavar="LIST",
     help="Comma-separated estimators (default: exact when enumerable, ais, anchored-ais for binary RBMs, "
-    "trajectory-ais when the run has a trajectory, raise, rts); any of "
+    "trajectory-ais when the run has a trajectory, raise, rts, trajectory-rts with a trajectory); any of "
     + ", ".join(estimators.methods())
     + ".",
 )
@@ -399,7 +407,8 @@ Example:
     "--trajectory",
     type=click.Path(path_type=Path),
     metavar="PATH",
-    help="trajectory-ais: the training trajectory (default: trajectory.safetensors beside MODEL).",
+    help="trajectory-ais, trajectory-rts, trajectory-mbar: the training trajectory (default: "
+    "trajectory.safetensors beside MODEL).",
 )
 @click.option(
     "--data-root", type=click.Path(path_type=Path), metavar="DIR", help="Where to look for dataset files."

@@ -3,9 +3,10 @@
 Any method of :func:`boltzlab.estimate_log_z` by name: ``exact`` (enumeration), the
 annealing methods ``ais`` and ``raise`` (Neal 2001; Burda, Grosse & Salakhutdinov 2015),
 the tempered-sampling methods ``rts``, ``ts``, ``ti``, ``ti-rb`` and ``mbar`` (Carlson et
-al. 2016 and the methods it compares with), and ``trajectory-ais``, which anneals through the
-parameters saved while the model was trained (docs/algorithms.md §4.6): the run's
-``trajectory.safetensors`` beside the model file, or ``--trajectory PATH``. The sampling options are passed only when
+al. 2016 and the methods it compares with), and the trajectory methods ``trajectory-ais``,
+``trajectory-rts`` and ``trajectory-mbar``, which anneal or temper through the parameters saved
+while the model was trained (docs/algorithms.md §4.6): the run's ``trajectory.safetensors``
+beside the model file, or ``--trajectory PATH``. The sampling options are passed only when
 given, so each estimator's own defaults apply otherwise; a flag that means nothing to the
 chosen method is refused in one line rather than ignored. AIS from a uniform base can miss by
 nats on a data-trained model (docs/architecture.md, "Tempered family"): ``--data`` fits the base-rate
@@ -52,6 +53,7 @@ __all__ = [
     "ANNEALING",
     "TEMPERED",
     "TRAJECTORY",
+    "TRAJECTORY_TEMPERED",
     "PreparedData",
     "bias_words",
     "describe_estimate",
@@ -65,17 +67,20 @@ __all__ = [
 
 ANNEALING = ("ais", "anchored-ais", "raise")
 TEMPERED = ("rts", "ts", "ti", "ti-rb", "mbar")
-TRAJECTORY = ("trajectory-ais",)
+#: Tempered estimators on levels along the training trajectory (they sweep with Gibbs).
+TRAJECTORY_TEMPERED = ("trajectory-rts", "trajectory-mbar")
+#: Methods that need the training trajectory.
+TRAJECTORY = ("trajectory-ais", *TRAJECTORY_TEMPERED)
 # Which flags mean something to which methods; a method registered later (not listed in
 # any group) receives every flag given and validates them itself.
 _FLAG_METHODS = {
     "chains": ANNEALING + TEMPERED + TRAJECTORY,
     "temperatures": ANNEALING + TEMPERED + TRAJECTORY,
-    "sweeps": TEMPERED,
+    "sweeps": TEMPERED + TRAJECTORY_TEMPERED,
     "schedule": ANNEALING,
     "decelerate": ANNEALING,
-    "operator": ANNEALING + TEMPERED + TRAJECTORY,
-    "alpha": ANNEALING + TEMPERED + TRAJECTORY,
+    "operator": (*ANNEALING, *TEMPERED, "trajectory-ais"),
+    "alpha": (*ANNEALING, *TEMPERED, "trajectory-ais"),
     "examples": ("raise",),
 }
 _KEYWORDS = {
@@ -116,8 +121,10 @@ def estimator_options(method: str, given: dict[str, Any]) -> dict[str, Any]:
                 f"method {method!r} takes no {', '.join('--' + f for f in refused)} ({where})"
             )
     options = {_KEYWORDS[flag]: value for flag, value in given.items() if flag in _KEYWORDS}
-    if method in TRAJECTORY and "n_temperatures" in options:
+    if method == "trajectory-ais" and "n_temperatures" in options:
         options["n_steps"] = options.pop("n_temperatures")  # its increments K along the path
+    if method in TRAJECTORY_TEMPERED and "n_temperatures" in options:
+        options["n_levels"] = options.pop("n_temperatures")  # its levels along the path
     if "operator" in given or "alpha" in given:
         name = given.get("operator", "gibbs")
         options["operator"] = operators.get(name, **operator_params(name, given.get("alpha")))
@@ -198,7 +205,11 @@ def describe_estimate(estimate: LogZEstimate) -> str:
     if samples is not None:
         budget = getattr(info, "budget", None)
         rounds = getattr(budget, "rounds", ())
-        detail += [f"{samples.n_chains} chains", f"{samples.n_levels} temperatures"]
+        if getattr(budget, "ladder", None) == "trajectory":
+            levels = f"{samples.n_levels} levels along the training trajectory ({info.path})"
+        else:
+            levels = f"{samples.n_levels} temperatures"
+        detail += [f"{samples.n_chains} chains", levels]
         if len(rounds) > 1:  # the tempered budget grew (estimators/tempered_budget.py)
             lengths = " + ".join(str(round_.long_run_sweeps) for round_ in rounds)
             detail.append(
@@ -262,7 +273,7 @@ def trajectory_for(model_path: Path, given: Path | None) -> Path:
     found = find_trajectory_file(model_path.parent)
     if found is None:
         raise ValidationError(
-            f"trajectory-ais needs the training trajectory: no {TRAJECTORY_FILE} beside {model_path} "
+            f"{', '.join(TRAJECTORY)} need the training trajectory: no {TRAJECTORY_FILE} beside {model_path} "
             "(boltzlab train records one by default); pass --trajectory PATH"
         )
     return found
@@ -301,10 +312,12 @@ Example:
     "--temperatures",
     type=click.IntRange(min=1),
     help="AIS/RAISE: increments K of the schedule; rts, ts, ti, ti-rb, mbar: levels K of the ladder; "
-    "trajectory-ais: increments K along its path.",
+    "trajectory-ais: increments K along its path; trajectory-rts, trajectory-mbar: levels K along it.",
 )
 @click.option(
-    "--sweeps", type=click.IntRange(min=1), help="Long-run sweeps per chain of rts, ts, ti, ti-rb and mbar."
+    "--sweeps",
+    type=click.IntRange(min=1),
+    help="Long-run sweeps per chain of rts, ts, ti, ti-rb, mbar, trajectory-rts and trajectory-mbar.",
 )
 @click.option("--schedule", help="AIS/RAISE schedule: sm08, linear, varopt or gms13 (default sm08).")
 @click.option(
@@ -330,8 +343,8 @@ Example:
     "--trajectory",
     type=click.Path(path_type=Path),
     metavar="PATH",
-    help="trajectory-ais: the training trajectory (trajectory.safetensors or a run directory; default: "
-    "the one beside MODEL).",
+    help="trajectory-ais, trajectory-rts, trajectory-mbar: the training trajectory (trajectory.safetensors "
+    "or a run directory; default: the one beside MODEL).",
 )
 @click.option(
     "--data-root", type=click.Path(path_type=Path), metavar="DIR", help="Where to look for dataset files."
@@ -384,7 +397,7 @@ def logz(model_path: Path, method: str, seed: int, as_json: bool, **flags: Any) 
     if method in TRAJECTORY:
         options["trajectory"] = trajectory_for(model_path, flags["trajectory"])
     elif flags["trajectory"] is not None:
-        raise ValidationError(f"--trajectory applies to trajectory-ais, not {method!r}")
+        raise ValidationError(f"--trajectory applies to {', '.join(TRAJECTORY)}, not {method!r}")
     if prepared is not None and method != "exact":
         # The verdict's lower-bound witness starts from data: it finds modes annealing misses.
         options["check_data"] = prepared.dataset.train

@@ -12,6 +12,11 @@ from boltzlab.estimators.rts import RTSInfo, rts, ts  # registers "rts", "ts"
 from boltzlab.estimators.tempered_samples import TemperedSamples, collect_tempered_samples
 from boltzlab.estimators.ti import TIInfo, ti, ti_rb  # registers "ti", "ti-rb"
 from boltzlab.estimators.trajectory_ais import TrajectoryAISInfo, trajectory_ais  # registers "trajectory-ais"
+from boltzlab.estimators.trajectory_tempered import (  # registers "trajectory-rts", "trajectory-mbar"
+    TrajectoryTemperedInfo,
+    trajectory_mbar,
+    trajectory_rts,
+)
 
 __all__ = [
     "AISInfo",
@@ -24,6 +29,7 @@ __all__ = [
     "TIInfo",
     "TemperedSamples",
     "TrajectoryAISInfo",
+    "TrajectoryTemperedInfo",
     "ais",
     "anchored_ais",
     "collect_tempered_samples",
@@ -42,6 +48,8 @@ __all__ = [
     "ti",
     "ti_rb",
     "trajectory_ais",
+    "trajectory_mbar",
+    "trajectory_rts",
     "ts",
     "varopt",
 ]

@@ -63,6 +63,7 @@ __all__ = [
     "check_target_stderr",
     "estimate_with_budget",
     "long_run_batches",
+    "next_log_z_hat",
     "precision_failures",
 ]
 
@@ -176,7 +177,7 @@ def _sweeps_per_chain(samples: TemperedSamples) -> int:
     return int(samples.block_sweeps.sum())
 
 
-def _next_log_z_hat(samples: TemperedSamples) -> torch.Tensor:
+def next_log_z_hat(samples: TemperedSamples) -> torch.Tensor:
     """RTS's estimate of every level from the long run: the next round's ``log Ẑ``."""
     long_run = samples.n_initial_iterations
     log_c = pooled_log_c(
@@ -338,7 +339,7 @@ def estimate_with_budget(
         if not grow:
             break
         earlier += samples.n_chains * _sweeps_per_chain(samples)
-        continued = {**options, "initial_log_z": _next_log_z_hat(samples), "n_initial_iterations": 0}
+        continued = {**options, "initial_log_z": next_log_z_hat(samples), "n_initial_iterations": 0}
         continued.update(ladder=samples.betas, n_temperatures=None, n_sweeps=next_sweeps)
         samples = collect_tempered_samples(model, generator=generator, start=samples.final_state, **continued)
         spent += next_sweeps

@@ -167,9 +167,20 @@ class LongRunRecorder:
             self.density_levels = torch.empty((n_kept, n_chains), dtype=torch.int64, device=device)
 
     def record(
-        self, batch: int, sweep: int, terms: MarginalTerms, levels: Tensor, log_f: Tensor, log_q: Tensor
+        self,
+        batch: int,
+        sweep: int,
+        terms: MarginalTerms | None,
+        levels: Tensor,
+        log_f: Tensor,
+        log_q: Tensor,
     ) -> None:
-        """Add the long-run sweep ``sweep`` (of batch ``batch``) to the statistics kept."""
+        """Add the long-run sweep ``sweep`` (of batch ``batch``) to the statistics kept.
+
+        ``terms`` are read only for path derivatives (None when none are kept).
+        """
+        if (self.weighted_sums is not None or self.derivative_sums is not None) and terms is None:
+            raise ValidationError("path derivatives need the states' marginal terms")
         if self.weighted_sums is not None:
             derivatives = path_derivative_all(terms, self.betas)
             self.weighted_sums[batch].add_(torch.exp(log_q) * derivatives)

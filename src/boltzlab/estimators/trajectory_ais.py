@@ -71,11 +71,13 @@ from boltzlab.rng import resolve_generator
 from boltzlab.validation import check_positive_int, require
 
 __all__ = [
+    "PATH_CHOICES",
     "PathCandidate",
     "TrajectoryAISInfo",
     "candidate_cuts",
     "pilot_check",
     "resolve_trajectory",
+    "score_paths",
     "trajectory_ais",
 ]
 
@@ -234,7 +236,7 @@ def _walk(
     return log_weights, walked, transitions
 
 
-def _pilot(
+def score_paths(
     trajectory: Trajectory,
     model: RBM,
     kernel: Kernel,
@@ -246,7 +248,12 @@ def _pilot(
     generator: torch.Generator,
 ) -> tuple[list[tuple[PathCandidate, Trajectory, list[tuple[float, float, float]]]], int]:
     """Score the candidate paths (module docstring); returns ``(candidate, path, pilot steps)``
-    for each, in the path's own positions, and the sweeps spent."""
+    for each, in the path's own positions, and the sweeps spent.
+
+    ``choice`` is ``"auto"``, ``"trajectory"``, ``"base"`` or a cut point; the pilot's steps
+    ``(start, end, sd)`` cover the path and give its thermodynamic length per segment
+    (:func:`~boltzlab.estimators.trajectory_path.plan_positions`).
+    """
     results = []
     transitions = 0
 
@@ -434,7 +441,7 @@ def trajectory_ais(
             chosen, label = cut_path(trajectory, int(path)), _label(int(path), trajectory)
         grid, steps_per_segment = uniform_positions(chosen.n_points, per_segment)
     else:
-        scored, pilot_cost = _pilot(
+        scored, pilot_cost = score_paths(
             trajectory,
             model,
             kernel,
