@@ -6,8 +6,7 @@ snapshots ``bl.train`` would record) unless ``--snapshots 0``; ``logz --method t
 finds it in the run directory and its estimate is the library call's with the same seed, and
 lands within 4 standard errors of the exact log Z of the tiny model; ``logz --method
 trajectory-rts`` and ``trajectory-mbar`` are the library calls with the same flags; ``evaluate``
-adds ``trajectory-ais`` and ``trajectory-rts`` to its default methods exactly when the run has
-a trajectory; ``sample
+adds ``trajectory-ais`` to its default methods exactly when the run has a trajectory; ``sample
 --sampler ptt`` takes its levels from the run directory; a missing trajectory or a flag that
 does not apply is one clear error line.
 """
@@ -133,15 +132,8 @@ def test_evaluate_adds_trajectory_ais_when_the_run_has_a_trajectory(
     common = ["--data", data_file, "--budget", 50, "--chains", 16, "--examples", 2]
     with_run = invoke("evaluate", run_dir / "model.safetensors", *common)
     assert with_run.exit_code == 0, with_run.output
-    assert methods_of(with_run)[:7] == [
-        "exact",
-        "ais",
-        "anchored-ais",
-        "trajectory-ais",
-        "raise",
-        "rts",
-        "trajectory-rts",
-    ]
+    assert methods_of(with_run)[:6] == ["exact", "ais", "anchored-ais", "trajectory-ais", "raise", "rts"]
+    assert "trajectory-rts" not in methods_of(with_run)  # on request only (docs/trust.md)
     lonely = tmp_path / "model.safetensors"
     bl.RBM.load(run_dir / "model.safetensors").save(lonely)
     alone = invoke("evaluate", lonely, *common)

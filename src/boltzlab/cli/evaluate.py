@@ -9,10 +9,10 @@ Burda, Grosse & Salakhutdinov 2015; RTS and the other tempered estimators, Carls
 RAISE ran, a last line states their sandwich ``log Ẑ_AIS ≲ log Z ≲ log Ẑ_RAISE``
 (docs/algorithms.md §7). When the run directory holds the training trajectory
 (``trajectory.safetensors`` beside the model file, which ``boltzlab train`` writes), the
-default methods include ``trajectory-ais`` next to ``ais`` and ``trajectory-rts`` next to
-``rts`` (docs/algorithms.md §4.6): on a model whose temperature path crosses a first-order-like
-transition the temperature route is flagged and the trajectory route is right, and on one
-whose trajectory misses a mode the reverse (docs/trust.md).
+default methods include ``trajectory-ais`` next to ``ais`` (docs/algorithms.md §4.6);
+``trajectory-rts`` and ``trajectory-mbar`` run when asked for (right where the temperature
+path crosses a first-order-like transition, but on the suite's other CD-trained models they
+missed modes the trajectory never held: docs/trust.md).
 
 The pieces are functions of a model and a list of methods (:func:`evaluate_methods`,
 :func:`row_from_estimate`, :func:`format_rows`, :func:`sandwich_line`). A DBM's ``log p(v)``
@@ -135,22 +135,19 @@ class EvaluationRow:
 
 def default_methods(model: nn.Module, *, has_trajectory: bool = False) -> tuple[str, ...]:
     """``exact`` (when it can be enumerated), ``ais``, ``anchored-ais`` (a binary RBM),
-    ``trajectory-ais`` (an RBM whose training trajectory is at hand), ``raise``, ``rts`` and
-    ``trajectory-rts`` (with a trajectory); a DBM gets no RAISE (it needs the visible layer to
-    be the only one left after summing out)."""
+    ``trajectory-ais`` (an RBM whose training trajectory is at hand), ``raise`` and ``rts``; a
+    DBM gets no RAISE (it needs the visible layer to be the only one left after summing out)."""
     if isinstance(model, DBM):
         sizes = model.layer_sizes
         smaller_parity = min(sum(sizes[0::2]), sum(sizes[1::2]))
         exact = ("exact",) if smaller_parity <= MAX_EXACT_UNITS else ()
         return (*exact, "ais", "rts")
     exact = ("exact",) if min(model.layer_sizes) <= MAX_EXACT_UNITS else ()
-    with_path = has_trajectory and isinstance(model, RBM)
+    trajectory = ("trajectory-ais",) if has_trajectory and isinstance(model, RBM) else ()
     # Anchored AIS is the default route that stays right on sharply trained RBMs, where plain
     # AIS lands 0.5–2 nats low (docs/algorithms.md §4.7; measured in docs/trust.md).
     anchored = ("anchored-ais",) if isinstance(model, RBM) else ()
-    trajectory_ais = ("trajectory-ais",) if with_path else ()
-    trajectory_rts = ("trajectory-rts",) if with_path else ()
-    return (*exact, "ais", *anchored, *trajectory_ais, "raise", "rts", *trajectory_rts)
+    return (*exact, "ais", *anchored, *trajectory, "raise", "rts")
 
 
 def parse_methods(text: str | None, model: nn.Module, *, has_trajectory: bool = False) -> tuple[str, ...]:
@@ -374,7 +371,7 @@ Example:
     "--methods",
     metavar="LIST",
     help="Comma-separated estimators (default: exact when enumerable, ais, anchored-ais for binary RBMs, "
-    "trajectory-ais when the run has a trajectory, raise, rts, trajectory-rts with a trajectory); any of "
+    "trajectory-ais when the run has a trajectory, raise, rts); any of "
     + ", ".join(estimators.methods())
     + ".",
 )

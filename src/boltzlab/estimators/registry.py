@@ -61,8 +61,7 @@ def estimate_log_z(
         the lower-bound witness starts its chains; ``"anchored-ais"`` also anchors on them when
         given no ``anchor_data``) and ``lower_bound_sweeps`` (default 200; 0 skips the witness).
         Where the estimate's budget can grow (AIS with ``n_chains`` unset or ``max_chains``
-        given; RTS, TS, TI, TI-RB, MBAR and their trajectory forms unless ``n_sweeps`` alone
-        fixes it) the witness runs
+        given; RTS, TS, TI, TI-RB and MBAR unless ``n_sweeps`` alone fixes it) the witness runs
         first, from a fork of ``generator`` that leaves the estimator's draws unchanged, and
         its bound goes to the budget as ``lower_bound`` and to the verdict; a ``lower_bound``
         the caller gives goes to the budget instead.
@@ -101,8 +100,7 @@ def estimate_log_z(
 
     bound = None
     grows = (method == "ais" and ais_budget.budget_runs(options)) or (
-        method in (*TEMPERED_METHODS, "trajectory-rts", "trajectory-mbar")
-        and tempered_budget.budget_runs(options)
+        method in TEMPERED_METHODS and tempered_budget.budget_runs(options)
     )
     if (
         grows
