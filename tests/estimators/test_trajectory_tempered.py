@@ -180,7 +180,7 @@ def test_same_seed_same_result():
         ({"level_pilot_substeps": 0}, "level_pilot_substeps"),
         ({"path": "nonsense"}, "path"),
         ({"target_stderr": -1.0}, "target_stderr"),
-        ({"lower_bound": 3.0}, "lower_bound"),
+        ({"lower_bound": 3.0}, "unknown trajectory-rts option.s. lower_bound"),
     ],
 )
 def test_refuses_bad_options(options, message):

@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +66,7 @@ __all__ = [
     "long_run_batches",
     "next_log_z_hat",
     "precision_failures",
+    "run_rounds",
 ]
 
 #: Long-run sweeps per chain of round 0 (the paper's 1,000).
@@ -142,7 +144,7 @@ class TemperedBudget:
 
     Attributes
     ----------
-    ladder : {"adaptive", "linear", "given"}
+    ladder : {"adaptive", "linear", "given", "trajectory"}
         How the ladder was chosen.
     placed : PlacedLadder or None
         The pilot and the placed ladder (``ladder="adaptive"``).
@@ -309,15 +311,79 @@ def estimate_with_budget(
         target_stderr = None  # a budget given is a budget kept: nothing to grow towards
     ladder_kind, placed = _resolve_ladder(model, options, generator)
     samples = collect_tempered_samples(model, generator=generator, **options)
+
+    def more(samples: TemperedSamples, n_sweeps: int) -> TemperedSamples:
+        continued = {**options, "initial_log_z": next_log_z_hat(samples), "n_initial_iterations": 0}
+        continued.update(ladder=samples.betas, n_temperatures=None, n_sweeps=n_sweeps)
+        return collect_tempered_samples(model, generator=generator, start=samples.final_state, **continued)
+
+    return run_rounds(
+        samples,
+        more=more,
+        recompute=recompute,
+        group_recompute=group_recompute,
+        fixed=fixed,
+        max_sweeps=max_sweeps,
+        target_stderr=target_stderr,
+        bound=bound,
+        ladder=ladder_kind,
+        placed=placed,
+        earlier=placed.cost_sweeps if placed is not None else 0,
+    )
+
+
+def run_rounds(
+    samples: TemperedSamples,
+    *,
+    more: Callable[[TemperedSamples, int], TemperedSamples],
+    recompute: Recompute,
+    group_recompute: Recompute | None,
+    fixed: bool,
+    max_sweeps: int | None,
+    target_stderr: float | None,
+    bound: LowerBound | None,
+    ladder: str,
+    placed: PlacedLadder | None,
+    earlier: int,
+) -> LogZEstimate:
+    """Steps 3 and 4 of the module docstring from round 0's ``samples``.
+
+    Parameters
+    ----------
+    samples : TemperedSamples
+        Round 0 (initial iterations and its long run).
+    more : callable
+        ``more(samples, n_sweeps)``: the next round, a long run of ``n_sweeps`` continuing
+        from ``samples.final_state`` with the weights :func:`next_log_z_hat` gives.
+    recompute, group_recompute : callable
+        The method's estimator from samples, and what the chain-group check runs.
+    fixed : bool
+        The caller fixed the budget (one round).
+    max_sweeps : int or None
+        Cap on sweeps per chain (None: :data:`DEFAULT_MAX_SWEEPS`, or round 0's when fixed).
+    target_stderr : float or None
+    bound : LowerBound or None
+        A certified bound whose failure grows the run.
+    ladder : str
+        How the levels were chosen (``TemperedBudget.ladder``).
+    placed : PlacedLadder or None
+    earlier : int
+        Chain-sweeps spent before round 0 (pilots).
+
+    Returns
+    -------
+    LogZEstimate
+        ``recompute`` of the last round, with the budget in ``info.budget`` and
+        ``info.samples.budget`` and every round counted in ``cost_sweeps``.
+    """
     spent = _sweeps_per_chain(samples)
     if max_sweeps is None:
         max_sweeps = spent if fixed else max(DEFAULT_MAX_SWEEPS, spent)
-    earlier = placed.cost_sweeps if placed is not None else 0
     rounds: list[BudgetRound] = []
     while True:
         estimate = recompute(samples)
         diagnosis = diagnose(
-            _with_pilot(samples, ladder_kind, placed), recompute, estimate, group_recompute=group_recompute
+            _with_pilot(samples, ladder, placed), recompute, estimate, group_recompute=group_recompute
         )
         failures = diagnosis.failures(strict=True) + precision_failures(estimate, target_stderr, bound)
         rounds.append(
@@ -339,16 +405,14 @@ def estimate_with_budget(
         if not grow:
             break
         earlier += samples.n_chains * _sweeps_per_chain(samples)
-        continued = {**options, "initial_log_z": next_log_z_hat(samples), "n_initial_iterations": 0}
-        continued.update(ladder=samples.betas, n_temperatures=None, n_sweeps=next_sweeps)
-        samples = collect_tempered_samples(model, generator=generator, start=samples.final_state, **continued)
+        samples = more(samples, next_sweeps)
         spent += next_sweeps
     passed = not rounds[-1].failures
     reason = (
         "checks passed" if passed else ("fixed budget" if fixed else f"max_sweeps reached ({max_sweeps})")
     )
     budget = TemperedBudget(
-        ladder=ladder_kind,
+        ladder=ladder,
         placed=placed,
         rounds=tuple(rounds),
         max_sweeps=max_sweeps,

@@ -71,10 +71,10 @@ from boltzlab.rng import resolve_generator
 from boltzlab.validation import check_positive_int, require
 
 __all__ = [
-    "PATH_CHOICES",
     "PathCandidate",
     "TrajectoryAISInfo",
     "candidate_cuts",
+    "check_pilot_options",
     "pilot_check",
     "resolve_trajectory",
     "score_paths",
@@ -190,6 +190,28 @@ def candidate_cuts(n_points: int, n_candidates: int) -> list[int]:
         return inner
     picks = torch.linspace(0, len(inner) - 1, wanted).round().to(torch.int64).tolist()
     return sorted({inner[index] for index in picks})
+
+
+def check_pilot_options(
+    path: Any, n_candidates: Any, pilot_chains: Any, pilot_step_std: Any
+) -> tuple[int, int]:
+    """The path pilot's options checked (:class:`ValidationError` naming the bad one);
+    returns ``n_candidates`` and ``pilot_chains`` as ints."""
+    n_candidates = check_positive_int(n_candidates, "n_candidates")
+    pilot_chains = check_positive_int(pilot_chains, "pilot_chains")
+    require(pilot_chains >= 2, f"pilot_chains must be at least 2 (a spread is measured), got {pilot_chains}")
+    require(
+        isinstance(pilot_step_std, (int, float))
+        and not isinstance(pilot_step_std, bool)
+        and math.isfinite(pilot_step_std)
+        and pilot_step_std > 0,
+        f"pilot_step_std must be a positive number, got {pilot_step_std!r}",
+    )
+    require(
+        path in PATH_CHOICES or (isinstance(path, int) and not isinstance(path, bool) and path >= 0),
+        f"path must be one of {', '.join(map(repr, PATH_CHOICES))} or a point index >= 0, got {path!r}",
+    )
+    return n_candidates, pilot_chains
 
 
 def _label(cut: int, trajectory: Trajectory) -> str:
@@ -406,20 +428,7 @@ def trajectory_ais(
     )
     n_steps = DEFAULT_STEPS if n_steps is None else check_positive_int(n_steps, "n_steps")
     n_sweeps = check_positive_int(n_sweeps, "n_sweeps")
-    n_candidates = check_positive_int(n_candidates, "n_candidates")
-    pilot_chains = check_positive_int(pilot_chains, "pilot_chains")
-    require(pilot_chains >= 2, f"pilot_chains must be at least 2 (a spread is measured), got {pilot_chains}")
-    require(
-        isinstance(pilot_step_std, (int, float))
-        and not isinstance(pilot_step_std, bool)
-        and math.isfinite(pilot_step_std)
-        and pilot_step_std > 0,
-        f"pilot_step_std must be a positive number, got {pilot_step_std!r}",
-    )
-    require(
-        path in PATH_CHOICES or (isinstance(path, int) and not isinstance(path, bool) and path >= 0),
-        f"path must be one of {', '.join(map(repr, PATH_CHOICES))} or a point index >= 0, got {path!r}",
-    )
+    n_candidates, pilot_chains = check_pilot_options(path, n_candidates, pilot_chains, pilot_step_std)
     if not isinstance(model, RBM):
         raise ValidationError(f"trajectory-ais estimates log Z of an RBM, got a {type(model).__name__}")
     trajectory, appended = resolve_trajectory(trajectory, model)
@@ -457,7 +466,12 @@ def trajectory_ais(
 
     chains = chosen.sample_anchor(n_chains, generator=generator)
     log_weights, trace = anneal(
-        PathTensors.of(chosen), kernel, grid.tolist(), chains, record_ess=record_ess, generator=generator
+        PathTensors.of(chosen),
+        kernel,
+        grid.tolist(),
+        chains,
+        record="ess" if record_ess else None,
+        generator=generator,
     )
     check_finite_log_weights(log_weights)
     n_increments = grid.numel() - 1

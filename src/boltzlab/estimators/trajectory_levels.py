@@ -31,12 +31,14 @@ positions divided by ``P − 1``), so RTS, TS and MBAR read them unchanged; path
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
+from boltzlab import operators
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.tempered_levels import (
@@ -48,6 +50,7 @@ from boltzlab.estimators.tempered_levels import (
 )
 from boltzlab.estimators.tempered_samples import TemperedSamples
 from boltzlab.estimators.tempered_step import LongRunRecorder, SamplerState, TripCounter, accumulate_
+from boltzlab.estimators.trajectory_path import Kernel, PathTensors, anneal
 from boltzlab.models.trajectory import Trajectory
 from boltzlab.numerics import softplus
 from boltzlab.rng import rand, randint
@@ -169,41 +172,25 @@ def _bernoulli_logits(logits: Tensor, generator: torch.Generator) -> Tensor:
 def pilot_level_log_z(
     levels: PathLevels, *, n_chains: int, substeps: int, generator: torch.Generator
 ) -> tuple[Tensor, int]:
-    """AIS's running ``log Ẑ(t_k)`` at every level, from ``n_chains`` exact anchor draws.
+    """AIS's running ``log(Ẑ(t_k)/Z_0)`` at every level, from ``n_chains`` exact anchor draws.
 
-    Each interval between levels is crossed in ``substeps`` equal steps of one Gibbs sweep;
-    returns ``log Ẑ`` (shape ``(K,)``, float64, CPU; level 0 exact) and the chain-sweeps spent.
+    Trajectory AIS's annealing (:func:`~boltzlab.estimators.trajectory_path.anneal`, one Gibbs
+    sweep per step) with ``substeps`` equal steps between neighbouring levels; returns the
+    estimates (shape ``(K,)``, float64, CPU; level 0 exactly 0) and the chain-sweeps spent.
     The sampler's weights start there.
     """
-    positions = levels.positions
+    positions = levels.positions.tolist()
     fine = [0.0]
-    marks = [0]
-    for k in range(1, levels.n_levels):
-        start, end = float(positions[k - 1]), float(positions[k])
+    for start, end in itertools.pairwise(positions):
         fine += [start + (end - start) * j / substeps for j in range(1, substeps)] + [end]
-        marks.append(len(fine) - 1)
-    fine_levels = PathLevels(levels.path, torch.tensor(fine, dtype=torch.float64))
-    v = levels.path.sample_anchor(n_chains, generator=generator).layers[0]
-    log_weights = torch.zeros(n_chains, dtype=torch.float64, device=levels.device)
-    running = torch.zeros(len(fine), dtype=torch.float64)
-    for j in range(1, len(fine)):
-        pre, linear = fine_levels.point_terms(v)
-        pair = torch.tensor([j - 1, j], device=levels.device)
-        log_f = _log_f_at(fine_levels, pre, linear, pair)
-        log_weights += log_f[:, 1] - log_f[:, 0]
-        running[j] = float(torch.logsumexp(log_weights, 0) - math.log(n_chains))
-        if j < len(fine) - 1:
-            at = torch.full((n_chains,), j, dtype=torch.int64, device=levels.device)
-            v = fine_levels.sweep(v, pre, at, generator)
-    return running[marks], n_chains * (len(fine) - 2)
-
-
-def _log_f_at(levels: PathLevels, pre: Tensor, linear: Tensor, which: Tensor) -> Tensor:
-    """``log f`` (unnormalised) at the levels ``which`` only; shape ``(n, len(which))``."""
-    left, right = levels.segment[which], levels.segment[which] + 1
-    fraction = levels.fraction[which]
-    a = torch.lerp(pre[:, left].to(torch.float64), pre[:, right].to(torch.float64), fraction[None, :, None])
-    return torch.lerp(linear[:, left], linear[:, right], fraction[None, :]) + softplus(a).sum(2)
+    chains = levels.path.sample_anchor(n_chains, generator=generator)
+    kernel = Kernel(operators.resolve("gibbs"), 1, False)
+    _, running = anneal(
+        PathTensors.of(levels.path), kernel, fine, chains, record="log_z", generator=generator
+    )
+    assert running is not None  # record="log_z" keeps it
+    marks = torch.arange(1, levels.n_levels) * substeps - 1  # increments ending at the levels
+    return torch.cat([torch.zeros(1, dtype=torch.float64), running[marks]]), n_chains * (len(fine) - 2)
 
 
 def collect_trajectory_samples(

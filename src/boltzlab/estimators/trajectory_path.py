@@ -301,15 +301,16 @@ def anneal(
     positions: list[float],
     chains: Chains,
     *,
-    record_ess: bool,
+    record: str | None,
     generator: torch.Generator,
 ) -> tuple[Tensor, Tensor | None]:
     """AIS from ``chains`` (exact draws of point 0) along ``positions``; returns the
-    log-weights and the log-ESS after each increment (float64, on the CPU)."""
+    log-weights and, after each increment, the log-ESS (``record="ess"``) or the running
+    ``log Ẑ/Z_0 = log mean exp(log w)`` (``record="log_z"``), float64, on the CPU."""
     n_chains = chains.layers[0].shape[0]
     log_weights = torch.zeros(n_chains, dtype=torch.float64, device=chains.layers[0].device)
     n_increments = len(positions) - 1
-    trace = torch.empty(n_increments, dtype=torch.float64, device=log_weights.device) if record_ess else None
+    trace = torch.empty(n_increments, dtype=torch.float64, device=log_weights.device) if record else None
     for k in range(1, n_increments + 1):
         start, end = positions[k - 1], positions[k]
         segment = path.segment_of(start)
@@ -317,8 +318,10 @@ def anneal(
         left, right, linear_left, linear_right = path.ends(segment, chains.layers[0])
         log_weights.add_(linear_right - linear_left, alpha=fraction_end - fraction_start)
         log_weights.add_(log_f_sums(left, right, fraction_end)).sub_(log_f_sums(left, right, fraction_start))
-        if trace is not None:
+        if trace is not None and record == "ess":
             trace[k - 1] = log_ess(log_weights)
+        elif trace is not None:
+            trace[k - 1] = torch.logsumexp(log_weights, 0) - math.log(n_chains)
         if k < n_increments:
             linear = torch.lerp(linear_left, linear_right, fraction_end)
             chains = transition(

@@ -20,8 +20,11 @@ on the levels of :mod:`boltzlab.estimators.trajectory_levels` instead of a tempe
 3. **Rounds.** RTS's initial iterations and a long run of ``n_sweeps`` (1,000); while the
    tempered checks fail (level balance, round trips, chain groups, a ``target_stderr``), another round
    with the long run doubled continues from where the chains are, with the weights updated to
-   the last round's estimate, up to ``max_sweeps`` (16,000) sweeps per chain: the budget of
-   :mod:`boltzlab.estimators.tempered_budget`.
+   the last round's estimate, up to ``max_sweeps`` (16,000) sweeps per chain: the rounds of
+   :func:`boltzlab.estimators.tempered_budget.run_rounds`. An estimate below a certified
+   bound or the pilot's floor does not grow the run (the verdict flags it): a mode missing
+   from every trajectory path stays missing however long the chains run along it (MNIST
+   CD-1: 12.4–12.6 nats low in each of four rounds, 1 to 17 round trips per chain).
 
 The pilot's floor is trajectory AIS's certified check: each pilot ``Ẑ`` is unbiased, so an
 estimate more than ``log(m/10⁻³)`` plus four standard errors below the best of ``m`` pilots
@@ -31,7 +34,6 @@ has lost mass (:func:`~boltzlab.estimators.trajectory_ais.pilot_check`).
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,24 +44,20 @@ from torch import Tensor
 
 from boltzlab import operators
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.lower_bound import LowerBound
 from boltzlab.estimators.mbar import mbar_for_groups, mbar_from_samples
 from boltzlab.estimators.registry import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.rts import rts_from_samples
 from boltzlab.estimators.tempered_budget import (
-    DEFAULT_MAX_SWEEPS,
-    BudgetRound,
     TemperedBudget,
     check_target_stderr,
     next_log_z_hat,
-    precision_failures,
+    run_rounds,
 )
-from boltzlab.estimators.tempered_checks import diagnose
 from boltzlab.estimators.tempered_samples import TemperedSamples
 from boltzlab.estimators.trajectory_ais import (
-    PATH_CHOICES,
     PathCandidate,
+    check_pilot_options,
     pilot_check,
     resolve_trajectory,
     score_paths,
@@ -71,10 +69,28 @@ from boltzlab.models.trajectory import Trajectory
 from boltzlab.rng import resolve_generator
 from boltzlab.validation import check_positive_int, require
 
-__all__ = ["TrajectoryTemperedInfo", "trajectory_mbar", "trajectory_rts"]
+__all__ = ["DEFAULT_OPTIONS", "TrajectoryTemperedInfo", "trajectory_mbar", "trajectory_rts"]
 
-#: Levels on the path by default (the temperature route's K).
-DEFAULT_LEVELS = 100
+#: Every option of both estimators and its default (the docstrings say what each means).
+DEFAULT_OPTIONS: dict[str, Any] = {
+    "n_chains": 100,
+    "n_levels": 100,
+    "n_sweeps": None,
+    "max_sweeps": None,
+    "path": "auto",
+    "n_candidates": 12,
+    "pilot_chains": 64,
+    "pilot_step_std": 0.25,
+    "level_pilot_chains": 100,
+    "level_pilot_substeps": 10,
+    "initial_sweeps": 50,
+    "n_initial_iterations": 10,
+    "stop_tolerance": 0.1,
+    "prior": None,
+    "target_stderr": None,
+}
+#: MBAR's own: the cap on the ``N × K`` log-densities kept (the long run is thinned to fit).
+MBAR_MAX_LOG_DENSITIES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -122,12 +138,9 @@ class TrajectoryTemperedInfo:
     pilot_cost_sweeps: int
 
 
-def _check_real(value: Any, name: str) -> float:
+def _positive_number(value: Any, name: str) -> float:
     require(
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value > 0,
+        isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0,
         f"{name} must be a positive number, got {value!r}",
     )
     return float(value)
@@ -141,64 +154,45 @@ def _estimate(
     *,
     trajectory: Any,
     generator: torch.Generator | int | None,
-    n_chains: int,
-    n_levels: int,
-    n_sweeps: int | None,
-    max_sweeps: int | None,
-    path: str | int,
-    n_candidates: int,
-    pilot_chains: int,
-    pilot_step_std: float,
-    level_pilot_chains: int,
-    level_pilot_substeps: int,
-    initial_sweeps: int,
-    n_initial_iterations: int,
-    stop_tolerance: float,
-    prior: Any,
-    target_stderr: float | None,
-    lower_bound: LowerBound | None,
-    record_log_densities: bool,
-    max_log_densities: int,
+    given: dict[str, Any],
+    max_log_densities: int | None,
 ) -> LogZEstimate:
+    unknown = sorted(set(given) - set(DEFAULT_OPTIONS))
+    if unknown:
+        own = ["max_log_densities"] if max_log_densities is not None else []
+        accepted = ", ".join(["trajectory", "generator", *DEFAULT_OPTIONS, *own])
+        raise ValidationError(f"unknown {method} option(s) {', '.join(unknown)}; {method} takes {accepted}")
     if not isinstance(model, RBM):
         raise ValidationError(f"{method} estimates log Z of an RBM, got a {type(model).__name__}")
-    n_chains = check_positive_int(n_chains, "n_chains")
+    o = {**DEFAULT_OPTIONS, **given}
+    n_chains = check_positive_int(o["n_chains"], "n_chains")
     require(n_chains >= 2, f"{method} needs n_chains >= 2 (its error bar comes from chains), got {n_chains}")
-    n_levels = check_positive_int(n_levels, "n_levels")
+    n_levels = check_positive_int(o["n_levels"], "n_levels")
     require(n_levels >= 2, f"n_levels must be at least 2 (the anchor and the model), got {n_levels}")
-    n_candidates = check_positive_int(n_candidates, "n_candidates")
-    pilot_chains = check_positive_int(pilot_chains, "pilot_chains")
-    require(pilot_chains >= 2, f"pilot_chains must be at least 2 (a spread is measured), got {pilot_chains}")
-    step_std = _check_real(pilot_step_std, "pilot_step_std")
-    level_pilot_chains = check_positive_int(level_pilot_chains, "level_pilot_chains")
-    level_pilot_substeps = check_positive_int(level_pilot_substeps, "level_pilot_substeps")
-    require(
-        path in PATH_CHOICES or (isinstance(path, int) and not isinstance(path, bool) and path >= 0),
-        f"path must be one of {', '.join(map(repr, PATH_CHOICES))} or a point index >= 0, got {path!r}",
+    n_candidates, pilot_chains = check_pilot_options(
+        o["path"], o["n_candidates"], o["pilot_chains"], o["pilot_step_std"]
     )
-    target_stderr = check_target_stderr(target_stderr)
-    if lower_bound is not None and not isinstance(lower_bound, LowerBound):
-        raise ValidationError(
-            f"lower_bound must be a LowerBound (certified_lower_bound's), got {type(lower_bound).__name__}"
-        )
-    fixed = n_sweeps is not None and max_sweeps is None
-    n_sweeps = 1000 if n_sweeps is None else check_positive_int(n_sweeps, "n_sweeps")
-    if fixed:
-        target_stderr = None  # a budget given is a budget kept
+    level_pilot_chains = check_positive_int(o["level_pilot_chains"], "level_pilot_chains")
+    level_pilot_substeps = check_positive_int(o["level_pilot_substeps"], "level_pilot_substeps")
+    fixed = o["n_sweeps"] is not None and o["max_sweeps"] is None
+    n_sweeps = 1000 if o["n_sweeps"] is None else check_positive_int(o["n_sweeps"], "n_sweeps")
+    max_sweeps = None if o["max_sweeps"] is None else check_positive_int(o["max_sweeps"], "max_sweeps")
+    # A budget given is a budget kept: nothing to grow towards.
+    target_stderr = None if fixed else check_target_stderr(o["target_stderr"])
+    _positive_number(o["stop_tolerance"], "stop_tolerance")
     generator = resolve_generator(generator, model.device)
     trajectory, _ = resolve_trajectory(trajectory, model)
     if trajectory.n_points == 1:  # the model is its own zero-weight anchor: log Z is known exactly
         return LogZEstimate(log_z=trajectory.anchor_log_z, stderr=0.0, method=method, info=None)
 
-    kernel = Kernel(operators.resolve("gibbs"), 1, False)
     scored, path_cost = score_paths(
         trajectory,
         model,
-        kernel,
-        path,
+        Kernel(operators.resolve("gibbs"), 1, False),
+        o["path"],
         n_chains=pilot_chains,
         n_candidates=n_candidates,
-        step_std=step_std,
+        step_std=float(o["pilot_step_std"]),
         generator=generator,
     )
     # The base path is the temperature path, whose transition this route exists to avoid: it
@@ -208,96 +202,65 @@ def _estimate(
     candidates = tuple(item[0] for item in scored)
     positions, _, _ = plan_positions(pilot_steps, chosen.n_points, n_levels - 1)
     levels = PathLevels(chosen, positions)
-    anchor = chosen.anchor_log_z
-    own_recompute, own_group_recompute = recompute, group_recompute
-
-    # The levels' densities are divided by Z_0, so the estimators give log(Z_k / Z_0).
-    def recompute(samples: TemperedSamples) -> LogZEstimate:
-        estimate = own_recompute(samples)
-        return dataclasses.replace(estimate, log_z=estimate.log_z + anchor)
-
-    def group_recompute(samples: TemperedSamples) -> LogZEstimate:
-        estimate = own_group_recompute(samples)
-        return dataclasses.replace(estimate, log_z=estimate.log_z + anchor)
-
     pilot_log_z, level_cost = pilot_level_log_z(
         levels, n_chains=level_pilot_chains, substeps=level_pilot_substeps, generator=generator
     )
-    earlier = path_cost + level_cost
+    anchor = chosen.anchor_log_z
 
-    options: dict[str, Any] = {
+    # The levels' densities are divided by Z_0, so the estimators give log(Z_k / Z_0).
+    def shifted(estimator: Callable[[TemperedSamples], LogZEstimate]) -> Callable[..., LogZEstimate]:
+        def estimate(samples: TemperedSamples) -> LogZEstimate:
+            found = estimator(samples)
+            return dataclasses.replace(found, log_z=found.log_z + anchor)
+
+        return estimate
+
+    sampling = {
         "n_chains": n_chains,
-        "prior": prior,
+        "prior": o["prior"],
         "generator": generator,
-        "record_log_densities": record_log_densities,
-        "max_log_densities": max_log_densities,
+        "record_log_densities": max_log_densities is not None,
+        "max_log_densities": max_log_densities or 1,
     }
     samples = collect_trajectory_samples(
         levels,
         n_sweeps=n_sweeps,
         initial_log_z=pilot_log_z,
-        n_initial_iterations=n_initial_iterations,
-        initial_sweeps=initial_sweeps,
-        stop_tolerance=stop_tolerance,
-        **options,
+        n_initial_iterations=o["n_initial_iterations"],
+        initial_sweeps=o["initial_sweeps"],
+        stop_tolerance=o["stop_tolerance"],
+        **sampling,
     )
-    spent = int(samples.block_sweeps.sum())
-    if max_sweeps is None:
-        max_sweeps = spent if fixed else max(DEFAULT_MAX_SWEEPS, spent)
-    max_sweeps = check_positive_int(max_sweeps, "max_sweeps")
-    rounds: list[BudgetRound] = []
-    while True:
-        estimate = recompute(samples)
-        diagnosis = diagnose(samples, recompute, estimate, group_recompute=group_recompute)
-        # Neither the pilot's floor nor the certified bound is a reason to grow here (the
-        # verdict still applies both): a mode missing from every trajectory path stays missing
-        # however long the chains run along it (MNIST CD-1: 12.4–12.6 nats low in each of four
-        # rounds, 1 to 17 round trips per chain).
-        failures = diagnosis.failures(strict=True) + precision_failures(estimate, target_stderr, None)
-        rounds.append(
-            BudgetRound(
-                initial_sweeps=int(samples.block_sweeps[: samples.n_initial_iterations].sum()),
-                long_run_sweeps=samples.n_sweeps,
-                log_z=estimate.log_z,
-                stderr=estimate.stderr,
-                diagnosis=diagnosis,
-                failures=failures,
-            )
-        )
-        next_sweeps = 2 * samples.n_sweeps
-        if not failures or spent + next_sweeps > max_sweeps:
-            break
-        earlier += samples.n_chains * int(samples.block_sweeps.sum())
-        samples = collect_trajectory_samples(
+
+    def more(samples: TemperedSamples, n_sweeps: int) -> TemperedSamples:
+        return collect_trajectory_samples(
             levels,
-            n_sweeps=next_sweeps,
+            n_sweeps=n_sweeps,
             initial_log_z=next_log_z_hat(samples),
             n_initial_iterations=0,
             start=samples.final_state,
-            **options,
+            **sampling,
         )
-        spent += next_sweeps
-    passed = not rounds[-1].failures
-    budget = TemperedBudget(
+
+    estimate = run_rounds(
+        samples,
+        more=more,
+        recompute=shifted(recompute),
+        group_recompute=shifted(group_recompute),
+        fixed=fixed,
+        max_sweeps=max_sweeps,
+        target_stderr=target_stderr,
+        bound=None,  # see the module docstring: the verdict applies it, the budget does not
         ladder="trajectory",
         placed=None,
-        rounds=tuple(rounds),
-        max_sweeps=max_sweeps,
-        sweeps_per_chain=spent,
-        cost_sweeps=earlier + samples.n_chains * int(samples.block_sweeps.sum()),
-        passed=passed,
-        stop_reason="checks passed"
-        if passed
-        else ("fixed budget" if fixed else f"max_sweeps reached ({max_sweeps})"),
-        target_stderr=target_stderr,
+        earlier=path_cost + level_cost,
     )
-    samples = dataclasses.replace(samples, budget=budget, earlier_cost_sweeps=earlier)
-    inner = dataclasses.replace(estimate.info, samples=samples, budget=budget)
+    inner = estimate.info
     info = TrajectoryTemperedInfo(
         estimator=inner,
         anchor_log_z=anchor,
-        samples=samples,
-        budget=budget,
+        samples=inner.samples,
+        budget=inner.budget,
         neighbour_overlap=getattr(inner, "neighbour_overlap", None),
         path=best.label,
         positions=positions,
@@ -310,7 +273,6 @@ def _estimate(
     return dataclasses.replace(
         estimate,
         method=method,
-        cost_sweeps=samples.cost_sweeps,
         info=info,
         reliable=estimate.reliable and floor is None,
         warnings=tuple(estimate.warnings) + ((floor,) if floor else ()),
@@ -325,32 +287,22 @@ _OPTIONS_DOC = """
     trajectory : Trajectory, str, Path, or sequence of RBMs or paths
         The snapshots saved while training ``model`` (as for ``trajectory-ais``).
     generator : torch.Generator or int, optional
-    n_chains : int, default 100
-    n_levels : int, default 100
-        Levels at equal thermodynamic length (at least every point of the chosen path).
-    n_sweeps : int, optional
-        Long-run sweeps of round 0 (1,000). Given without ``max_sweeps``, the only round.
-    max_sweeps : int, optional
-        Sweeps per chain the budget may grow to (16,000).
-    path : {"auto", "trajectory", "base"} or int, default "auto"
-    n_candidates : int, default 12
-    pilot_chains : int, default 64
-    pilot_step_std : float, default 0.25
-        The path pilot's (as for ``trajectory-ais``).
-    level_pilot_chains : int, default 100
-    level_pilot_substeps : int, default 10
-        The AIS run that gives the levels' starting weights.
-    initial_sweeps : int, default 50
-    n_initial_iterations : int, default 10
-    stop_tolerance : float, default 0.1
-    prior : optional
-        Over the levels (uniform; as for ``rts``).
-    target_stderr : float, optional
-        A standard error (nats) the budget grows towards.
-    lower_bound : LowerBound, optional
-        A certified bound (``estimate_log_z`` passes its witness); accepted for the common
-        interface, it does not grow this budget: a mode the path misses stays missed, and the
-        verdict applies the bound.
+    **options
+        Any of :data:`DEFAULT_OPTIONS`:
+
+        - ``n_chains`` (100);
+        - ``n_levels`` (100): levels at equal thermodynamic length (at least every point of
+          the chosen path);
+        - ``n_sweeps``: long-run sweeps of round 0 (1,000); given without ``max_sweeps``, the
+          only round;
+        - ``max_sweeps``: sweeps per chain the budget may grow to (16,000);
+        - ``path`` ("auto"), ``n_candidates`` (12), ``pilot_chains`` (64), ``pilot_step_std``
+          (0.25): the path pilot's, as for ``trajectory-ais``;
+        - ``level_pilot_chains`` (100), ``level_pilot_substeps`` (10): the AIS run that gives
+          the levels' starting weights;
+        - ``initial_sweeps`` (50), ``n_initial_iterations`` (10), ``stop_tolerance`` (0.1),
+          ``prior`` (uniform): as for ``rts``;
+        - ``target_stderr``: a standard error (nats) the budget grows towards.
 """
 
 
@@ -360,31 +312,17 @@ def trajectory_rts(
     *,
     trajectory: Trajectory | str | Path | Sequence[Any] | None = None,
     generator: torch.Generator | int | None = None,
-    n_chains: int = 100,
-    n_levels: int = DEFAULT_LEVELS,
-    n_sweeps: int | None = None,
-    max_sweeps: int | None = None,
-    path: str | int = "auto",
-    n_candidates: int = 12,
-    pilot_chains: int = 64,
-    pilot_step_std: float = 0.25,
-    level_pilot_chains: int = 100,
-    level_pilot_substeps: int = 10,
-    initial_sweeps: int = 50,
-    n_initial_iterations: int = 10,
-    stop_tolerance: float = 0.1,
-    prior: Any = None,
-    target_stderr: float | None = None,
-    lower_bound: LowerBound | None = None,
+    **options: Any,
 ) -> LogZEstimate:
     return _estimate(
         model,
         "trajectory-rts",
         rts_from_samples,
         rts_from_samples,
-        record_log_densities=False,
-        max_log_densities=1,
-        **_locals_without_model(locals()),
+        trajectory=trajectory,
+        generator=generator,
+        given=options,
+        max_log_densities=None,
     )
 
 
@@ -394,36 +332,19 @@ def trajectory_mbar(
     *,
     trajectory: Trajectory | str | Path | Sequence[Any] | None = None,
     generator: torch.Generator | int | None = None,
-    n_chains: int = 100,
-    n_levels: int = DEFAULT_LEVELS,
-    n_sweeps: int | None = None,
-    max_sweeps: int | None = None,
-    path: str | int = "auto",
-    n_candidates: int = 12,
-    pilot_chains: int = 64,
-    pilot_step_std: float = 0.25,
-    level_pilot_chains: int = 100,
-    level_pilot_substeps: int = 10,
-    initial_sweeps: int = 50,
-    n_initial_iterations: int = 10,
-    stop_tolerance: float = 0.1,
-    prior: Any = None,
-    target_stderr: float | None = None,
-    lower_bound: LowerBound | None = None,
-    max_log_densities: int = 1_000_000,
+    max_log_densities: int = MBAR_MAX_LOG_DENSITIES,
+    **options: Any,
 ) -> LogZEstimate:
     return _estimate(
         model,
         "trajectory-mbar",
         mbar_from_samples,
         mbar_for_groups,
-        record_log_densities=True,
-        **_locals_without_model(locals()),
+        trajectory=trajectory,
+        generator=generator,
+        given=options,
+        max_log_densities=check_positive_int(max_log_densities, "max_log_densities"),
     )
-
-
-def _locals_without_model(values: dict[str, Any]) -> dict[str, Any]:
-    return {name: value for name, value in values.items() if name != "model"}
 
 
 trajectory_rts.__doc__ = (
