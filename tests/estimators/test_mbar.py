@@ -10,6 +10,7 @@ import boltzlab as bl
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import MBARInfo, collect_tempered_samples
 from boltzlab.estimators.mbar import (
+    _one_step_replicate,
     _reduced_potentials,
     _solve,
     mbar_for_groups,
@@ -72,6 +73,29 @@ def test_one_step_jackknife_matches_full_re_solves():
     full = ((stacked - stacked.mean(0)) ** 2).sum(0).mul(4 / 5).sqrt()
     # one Newton step is exact to second order in the (error-bar sized) shift: 1 % here
     assert torch.allclose(result.info.jackknife_stderr_levels, full, rtol=1e-2, atol=1e-9)
+
+
+@pytest.mark.parametrize("empty", [[3], [0], [2, 5]])
+def test_a_replicate_with_empty_levels_matches_a_full_re_solve(empty):
+    # Empty levels take MBAR's unsampled-state formula after a step on the sampled ones; a full
+    # pymbar solve of the same subsample is the reference (level 0 empty too: the anchor is
+    # then a computed level, as pymbar's is).
+    model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
+    samples = collect_tempered_samples(
+        model, n_chains=10, n_temperatures=8, n_sweeps=200, generator=1, record_log_densities=True
+    )
+    reduced, counts, order = _reduced_potentials(samples.log_densities, samples.density_levels)
+    full, _, _ = _solve(reduced, counts, None, uncertainty=False)
+    levels = samples.density_levels.numpy()[order]
+    group = (samples.density_chains.numpy() * 5 // 10)[order]
+    keep = (group != 1) & ~np.isin(levels, empty)
+    kept_counts = np.bincount(levels[keep], minlength=8)
+    assert (kept_counts[empty] == 0).all() and (np.delete(kept_counts, empty) > 0).all()
+    replicate = _one_step_replicate(reduced[:, keep], kept_counts, full)
+    solved, _, _ = _solve(reduced[:, keep], kept_counts, None, uncertainty=False)
+    shift = np.abs(solved - full).max()
+    assert shift > 1e-3  # the subsample moved the answer: the step had something to do
+    assert np.abs(replicate - solved).max() < 0.05 * shift
 
 
 def test_agrees_with_rts_on_the_same_samples():
