@@ -66,16 +66,16 @@ _SOURCE = r"""
 template <typename T, typename I>
 using cblas_gemm = void (*)(int, int, int, I, I, I, T, const T*, I, const T*, I, T, T*, I);
 
-// out (rows x H, contiguous) = bias + x_rows W through OpenBLAS; W is row-major (K x H) or the
-// transposed view of a row-major (H x K) matrix.
+// out (rows x H, contiguous) = x_rows W through OpenBLAS; W is row-major (K x H) or the transposed
+// view of a row-major (H x K) matrix. The bias is added row by row in `sample`, where the row is
+// in L1: copying it into `out` first and asking for C = AB + C cost a write and a read of the tile.
 template <typename T, typename I>
-static void blas_tile(int64_t address, const T* x, int64_t rows, int64_t K, const torch::Tensor& W,
-                      const T* bias, T* out, int64_t H) {
-  for (int64_t r = 0; r < rows; ++r) std::copy(bias, bias + H, out + r * H);
+static void blas_tile(int64_t address, const T* x, int64_t rows, int64_t K, const torch::Tensor& W, T* out,
+                      int64_t H) {
   const bool trans = !W.is_contiguous();  // one_region_sweep passes W or a transposed view of it
   const int64_t ldb = trans ? W.size(0) : H;
   reinterpret_cast<cblas_gemm<T, I>>(address)(101, 111, trans ? 112 : 111, (I)rows, (I)H, (I)K, T(1), x, (I)K,
-                                              W.data_ptr<T>(), (I)ldb, T(1), out, (I)H);
+                                              W.data_ptr<T>(), (I)ldb, T(0), out, (I)H);
 }
 
 // rng._hash32: x ^= x >> 16; x *= 0x21f0aaad; x ^= x >> 15; x *= 0x735a2d97; x ^= x >> 15.
@@ -83,12 +83,13 @@ static inline uint32_t hash32(uint32_t x) {
   x ^= x >> 16; x *= 0x21f0aaadU; x ^= x >> 15; x *= 0x735a2d97U; x ^= x >> 15; return x;
 }
 
-// Units of rows [lo, hi), whose products l (rows lo..hi of x W + bias) this may overwrite:
-// logit = beta_r * l + offset_j, then 1 where the operator's threshold
-// (uniform_scale * (P(new = 1) - 1/2)) exceeds the centred uniform integer, as rng and fused do.
+// Units of rows [lo, hi), whose products l (rows lo..hi of x W, plus the bias where `bias` is
+// null) this may overwrite: logit = beta_r * (l + bias_j) + offset_j, then 1 where the
+// operator's threshold (uniform_scale * (P(new = 1) - 1/2)) exceeds the centred uniform
+// integer, as rng and fused do. Row by row, so that the row stays in L1 between the passes.
 template <typename T, int KIND>
-static void sample(T* l, const T* beta, const T* offset, const T* c, T* o, int64_t lo, int64_t hi,
-                   int64_t width, uint32_t k0, uint32_t k1, bool tie_rule) {
+static void sample(T* l, const T* bias, const T* beta, const T* offset, const T* c, T* o, int64_t lo,
+                   int64_t hi, int64_t width, uint32_t k0, uint32_t k1, bool tie_rule) {
   constexpr bool wide = sizeof(T) == 8;
   constexpr T scale = wide ? T(4294967296.0) : T(16777216.0);
   // Clamped so that exp and the threshold stay finite (compiled with -ffast-math for a
@@ -96,9 +97,13 @@ static void sample(T* l, const T* beta, const T* offset, const T* c, T* o, int64
   // value. A NaN logit (a diverged model) draws 1 here where the fused kernel draws 0.
   constexpr T limit = wide ? T(680) : T(64);
   const T tie = tie_rule ? T(0.5) : T(1);  // P(flip) at a zero logit; exp(0) = 1 without the rule
-  if (beta || offset) {
-    for (int64_t r = lo; r < hi; ++r) {
-      T* lr = l + (r - lo) * width;
+  for (int64_t r = lo; r < hi; ++r) {
+    T* lr = l + (r - lo) * width;
+    if (bias) {
+      #pragma omp simd
+      for (int64_t j = 0; j < width; ++j) lr[j] = lr[j] + bias[j];
+    }
+    if (beta || offset) {
       const T b = beta ? beta[r] : T(1);
       if (offset) {
         #pragma omp simd
@@ -108,27 +113,26 @@ static void sample(T* l, const T* beta, const T* offset, const T* c, T* o, int64
         for (int64_t j = 0; j < width; ++j) lr[j] = lr[j] * b;
       }
     }
-  }
-  const int64_t n = (hi - lo) * width;
-  const uint32_t first = (uint32_t)(lo * width);
-  const T* cp = c + lo * width;
-  T* op = o + lo * width;
-  #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t bits = hash32(hash32((first + (uint32_t)i) ^ k0) ^ k1);
-    const T uniform = wide ? T(bits) - T(2147483648.0) : T(bits >> 8) - T(8388608.0);
-    const T li = l[i];  // (std::min/std::max here stopped GCC vectorising the loop: 2x slower)
-    const T x = li > limit ? limit : (li < -limit ? -limit : li);
-    T threshold;
-    if constexpr (KIND == 0) {
-      threshold = (T(1) / (T(1) + std::exp(-x)) - T(0.5)) * scale;
-    } else {
-      const T sign = T(1) - T(2) * cp[i];
-      const T signed_logit = x * sign;
-      const T flip = signed_logit == T(0) ? tie : std::exp(signed_logit);
-      threshold = (flip - T(0.5)) * sign * scale;
+    const uint32_t first = (uint32_t)(r * width);
+    const T* cp = c + r * width;
+    T* op = o + r * width;
+    #pragma omp simd
+    for (int64_t j = 0; j < width; ++j) {
+      const uint32_t bits = hash32(hash32((first + (uint32_t)j) ^ k0) ^ k1);
+      const T uniform = wide ? T(bits) - T(2147483648.0) : T(bits >> 8) - T(8388608.0);
+      const T li = lr[j];  // (std::min/std::max here stopped GCC vectorising the loop: 2x slower)
+      const T x = li > limit ? limit : (li < -limit ? -limit : li);
+      T threshold;
+      if constexpr (KIND == 0) {
+        threshold = (T(1) / (T(1) + std::exp(-x)) - T(0.5)) * scale;
+      } else {
+        const T sign = T(1) - T(2) * cp[j];
+        const T signed_logit = x * sign;
+        const T flip = signed_logit == T(0) ? tie : std::exp(signed_logit);
+        threshold = (flip - T(0.5)) * sign * scale;
+      }
+      op[j] = threshold > uniform ? T(1) : T(0);
     }
-    op[i] = threshold > uniform ? T(1) : T(0);
   }
 }
 
@@ -158,15 +162,16 @@ torch::Tensor layer(torch::Tensor x, torch::Tensor W, torch::Tensor bias, c10::o
         if (!blas) {
           logits = at::addmm(bias, x.slice(0, lo, hi), W);
         } else if (ilp64) {
-          blas_tile<scalar_t, int64_t>(blas, xp + lo * K, hi - lo, K, W, biasp, logits.data_ptr<scalar_t>(), H);
+          blas_tile<scalar_t, int64_t>(blas, xp + lo * K, hi - lo, K, W, logits.data_ptr<scalar_t>(), H);
         } else {
-          blas_tile<scalar_t, int32_t>(blas, xp + lo * K, hi - lo, K, W, biasp, logits.data_ptr<scalar_t>(), H);
+          blas_tile<scalar_t, int32_t>(blas, xp + lo * K, hi - lo, K, W, logits.data_ptr<scalar_t>(), H);
         }
         scalar_t* l = logits.data_ptr<scalar_t>();
+        const scalar_t* add = blas ? biasp : nullptr;  // ATen's addmm has added it
         if (kind == 0) {
-          sample<scalar_t, 0>(l, bp, op, cp, outp, lo, hi, H, (uint32_t)k0, (uint32_t)k1, tie_rule);
+          sample<scalar_t, 0>(l, add, bp, op, cp, outp, lo, hi, H, (uint32_t)k0, (uint32_t)k1, tie_rule);
         } else {
-          sample<scalar_t, 1>(l, bp, op, cp, outp, lo, hi, H, (uint32_t)k0, (uint32_t)k1, tie_rule);
+          sample<scalar_t, 1>(l, add, bp, op, cp, outp, lo, hi, H, (uint32_t)k0, (uint32_t)k1, tie_rule);
         }
       }
     });
