@@ -45,6 +45,7 @@ from typing import Any
 import torch
 
 import boltzlab as bl
+from boltzlab.estimators.routes import TRAJECTORY_ROUTES
 from boltzlab.models.trajectory import TRAJECTORY_FILE
 from boltzlab.training.snapshots import DEFAULT_MAX_SNAPSHOTS
 
@@ -309,7 +310,9 @@ def method_options(
     if "data" in needs and "data" not in options:
         order = torch.randperm(held_out.shape[0], generator=_generator(_stable_seed("raise", dataset)))
         options["data"] = held_out[order[:n_examples]]
-    if "trajectory" in needs and "trajectory" not in options:
+    # rts and mbar take the trajectory as their second route, as `boltzlab evaluate` passes it.
+    takes_trajectory = "trajectory" in needs or method.lower().replace("_", "-") in TRAJECTORY_ROUTES
+    if takes_trajectory and "trajectory" not in options:
         trajectory = trajectory_option(run_directory, trajectory_as)
         if trajectory is not None:
             options["trajectory"] = trajectory
@@ -331,6 +334,7 @@ def score(model: Any, method: str, *, exact: float, seed: int, options: dict[str
     warnings = getattr(estimate, "warnings", ())
     row = {
         "method": method,
+        "route": estimate.method,  # rts and mbar may answer along the trajectory
         "log_z": estimate.log_z,
         "stderr": stderr,
         "error": error,
@@ -490,6 +494,8 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
                     }
                 )
                 outcome = row["exception"] or f"error {row['error']:+.4f} (z {row['z']:+.1f})"
+                if row.get("route") not in (None, method):
+                    outcome += f", by {row['route']}"
                 print(f"  {method}: {outcome} [{row['wall_s']:.1f} s]", file=sys.stderr)
             write_csv(arguments.out / "hard_models.csv", rows, COLUMNS)
             write_csv(arguments.out / "hard_models_diagnostics.csv", diagnostics)

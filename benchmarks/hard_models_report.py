@@ -47,6 +47,7 @@ COLUMNS = (
     "exact_log_z",
     "test_log_likelihood",
     "method",
+    "route",
     "log_z",
     "stderr",
     "error",

@@ -192,3 +192,47 @@ def test_sample_ptt_takes_its_levels_from_the_run(run_dir: Path, tmp_path: Path)
     assert_one_line_error(
         invoke("sample", lonely, "--sampler", "ptt", "--out", out), "trajectory.safetensors"
     )
+
+
+@pytest.mark.parametrize("command", ["logz", "evaluate"])
+def test_rts_and_mbar_get_the_runs_trajectory_as_their_second_route(
+    run_dir: Path, data_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    # What each method is handed: rts and mbar the run's trajectory (estimators/routes.py),
+    # the other tempered methods none; a model without a trajectory gives them none.
+    from boltzlab.cli import evaluate, logz
+
+    seen: dict[str, object] = {}
+    real = logz.run_quietly
+
+    def spy(model, method, *, seed, options):
+        seen[method] = options.get("trajectory")
+        return real(model, method, seed=seed, options=options)
+
+    monkeypatch.setattr(logz, "run_quietly", spy)
+    monkeypatch.setattr(evaluate, "run_quietly", spy)
+    lonely = tmp_path / "model.safetensors"
+    bl.RBM.load(run_dir / "model.safetensors").save(lonely)
+    for model_path, has_trajectory in ((run_dir / "model.safetensors", True), (lonely, False)):
+        seen.clear()
+        for method in ("rts", "mbar", "ts"):
+            if command == "logz":
+                result = invoke(
+                    "logz", model_path, "--method", method, "--data", data_file, "--sweeps", 20, "--chains", 8
+                )
+            else:
+                result = invoke(
+                    "evaluate",
+                    model_path,
+                    "--data",
+                    data_file,
+                    "--methods",
+                    method,
+                    "--budget",
+                    200,
+                    "--chains",
+                    8,
+                )
+            assert result.exit_code == 0, (method, result.output)
+        assert (seen["rts"] is not None, seen["mbar"] is not None) == (has_trajectory, has_trajectory)
+        assert seen["ts"] is None

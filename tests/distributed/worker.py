@@ -78,16 +78,17 @@ def rts() -> dict:
         n_temperatures=12,
         ladder="linear",
         n_sweeps=300,
-        # An unreachable precision target makes the budget grow one round (300 + 600 sweeps),
-        # a decision every process must take alike.
+        # An unreachable precision target makes the budget add chains once (16, then 32, each
+        # for 300 sweeps), a decision every process must take alike.
         max_sweeps=2100,
+        max_chains=32,
         target_stderr=0.001,
         blocks=4,
         generator=5,
     )
     samples = result.info.samples
     return {
-        "rounds": [round_.long_run_sweeps for round_ in result.info.budget.rounds],
+        "rounds": [(round_.n_chains, round_.long_run_sweeps) for round_ in result.info.budget.rounds],
         "log_z": result.log_z,
         "stderr": result.stderr,
         "reliable": result.reliable,

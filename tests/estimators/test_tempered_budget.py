@@ -8,9 +8,9 @@ import boltzlab as bl
 from boltzlab.cli.evaluate import row_from_estimate
 from boltzlab.cli.logz import describe_estimate
 from boltzlab.errors import ValidationError
-from boltzlab.estimators import collect_tempered_samples, tempered_budget
+from boltzlab.estimators import collect_tempered_samples, tempered_rounds
 from boltzlab.estimators.rts import rts_from_samples
-from boltzlab.estimators.tempered_budget import DEFAULT_MAX_SWEEPS, TemperedBudget
+from boltzlab.estimators.tempered_rounds import DEFAULT_MAX_SWEEPS, TemperedBudget
 from harness import random_rbm, sharp_rbm, stand_in_bound
 from tolerances import MAX_Z
 
@@ -158,31 +158,65 @@ def test_an_estimate_below_a_certified_bound_makes_the_budget_grow():
     assert row_from_estimate(plain, train_log_f=0.0, test_log_f=0.0, seconds=1.0).budget_grew == ""
 
 
-def test_a_target_standard_error_makes_the_budget_grow_and_is_recorded():
+def test_a_target_standard_error_adds_chains_once_the_checks_pass():
     model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
+    exact = bl.exact_log_z(model)
+    # n_chains given without max_chains: the chains run, with no target to grow towards.
     plain = bl.estimate_log_z(model, method="mbar", generator=0, **EASY)
-    assert plain.info.budget.target_stderr is None and len(plain.info.budget.rounds) == 1
-    target = plain.stderr / 10
-    precise = bl.estimate_log_z(model, method="mbar", generator=0, target_stderr=target, **EASY)
+    assert plain.info.budget.target_stderr is None and plain.info.budget.max_chains == 40
+    assert [(r.n_chains, r.long_run_sweeps) for r in plain.info.budget.rounds] == [(40, 100)]
+    target = plain.stderr / 3
+    precise = bl.estimate_log_z(
+        model, method="mbar", generator=0, target_stderr=target, max_chains=400, **EASY
+    )
     budget = precise.info.budget
-    assert budget.target_stderr == target and len(budget.rounds) == 3 and not budget.passed
-    assert all("above the target" in round_.failures[-1] for round_ in budget.rounds)
+    chains = [r.n_chains for r in budget.rounds]
+    # 1/√n with a margin: about 9 × 1.25 × 40 chains, at most max_chains; every round 100 sweeps.
+    assert chains[0] == 40 and chains[1] == 400 and {r.long_run_sweeps for r in budget.rounds} == {100}
+    assert budget.target_stderr == target and budget.max_chains == 400
+    assert precise.info.samples.n_chains == chains[-1] and precise.stderr < plain.stderr / 2
+    assert abs(precise.z_score(exact)) < MAX_Z and precise.reliable, precise.warnings
+    assert "above the target" in budget.rounds[0].failures[-1]
+    assert budget.passed == (precise.stderr <= target)
+    if not budget.passed:
+        assert budget.stop_reason == "max_chains reached (400)"
+    # Every round's chain-sweeps and the fresh chains' burn-in are counted.
+    first, wider = budget.rounds[0], budget.rounds[1]
+    run = 40 * (first.initial_sweeps + 100) + 400 * 100
+    assert precise.cost_sweeps > budget.placed.cost_sweeps + run
     # A fixed budget has nothing to grow towards.
     fixed = bl.estimate_log_z(
         model, method="mbar", generator=0, n_chains=40, n_temperatures=30, n_sweeps=100, target_stderr=target
     )
     assert fixed.info.budget.target_stderr is None and len(fixed.info.budget.rounds) == 1
+    assert wider.diagnosis.round_trips > 0
+
+
+def test_defaults_aim_at_a_tenth_of_a_nat_with_up_to_800_chains():
+    model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
+    result = bl.estimate_log_z(
+        model,
+        method="rts",
+        generator=0,
+        n_temperatures=30,
+        n_sweeps=100,
+        max_sweeps=1000,
+        lower_bound_sweeps=0,
+    )
+    budget = result.info.budget
+    assert (budget.target_stderr, budget.max_chains) == (0.1, 800)
+    assert result.stderr <= 0.1 or budget.stop_reason.startswith("max_")
 
 
 def test_estimate_log_z_hands_the_witness_to_a_growing_tempered_budget(monkeypatch):
     seen = []
-    original = tempered_budget.precision_failures
+    original = tempered_rounds.bound_failures
 
-    def spy(estimate, target_stderr, bound):
+    def spy(estimate, bound):
         seen.append(bound)
-        return original(estimate, target_stderr, bound)
+        return original(estimate, bound)
 
-    monkeypatch.setattr(tempered_budget, "precision_failures", spy)
+    monkeypatch.setattr(tempered_rounds, "bound_failures", spy)
     model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
     options = {"n_chains": 40, "n_temperatures": 30, "n_sweeps": 100, "generator": 0}
     # Any spelling the registry accepts; the budget sees the witness the verdict reports.

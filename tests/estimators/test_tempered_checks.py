@@ -131,3 +131,15 @@ def test_ts_error_bar_counts_an_empty_level():
     result = rts_from_samples(samples, statistic="counts")
     # ±2 s.e. must span the 0.1 pseudo-count to the 3 counts a 95% bound allows.
     assert 4 * result.stderr >= math.log(3.0 / 0.1) - 1e-12
+
+
+def test_the_groups_error_bar_uses_groups_of_at_least_two_chains():
+    # An error bar from chains needs two per group: three chains make one group (no spread,
+    # inf), four make two. With 8 chains a TS chain-group check used to ask 2-chain groups for
+    # the spread of 1-chain groups and raised instead of judging.
+    model = random_rbm(7, 3, seed=4, base_rate=True)
+    for n_chains, finite in ((3, False), (4, True)):
+        samples = collect_tempered_samples(
+            model, n_chains=n_chains, n_temperatures=8, n_sweeps=40, generator=0
+        )
+        assert math.isfinite(group_standard_error(samples, rts_from_samples)) == finite

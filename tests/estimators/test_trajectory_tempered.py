@@ -17,6 +17,7 @@ from test_trajectory_ais import grown_path, models
 
 import boltzlab as bl
 from boltzlab.errors import ValidationError
+from boltzlab.estimators import tempered_rounds
 from boltzlab.estimators.registry import estimate_log_z
 from boltzlab.estimators.trajectory_levels import PathLevels, collect_trajectory_samples, pilot_level_log_z
 from boltzlab.estimators.trajectory_tempered import TrajectoryTemperedInfo, trajectory_mbar, trajectory_rts
@@ -126,22 +127,37 @@ def test_defaults_through_estimate_log_z_are_reliable_and_right(method):
 
 
 # ---------------------------------------------------------------------------- the budget
-def test_a_failing_check_grows_the_run_and_a_fixed_budget_is_kept():
+def test_a_failing_check_grows_the_run_and_a_fixed_budget_is_kept(monkeypatch):
     model = models()[0]
     path = grown_path(model)
-    # A target error bar far below what 1,000 sweeps give makes every round fail.
-    grown = trajectory_rts(
-        model, trajectory=path, n_levels=12, target_stderr=1e-6, max_sweeps=3600, generator=1
-    )
+    # A check that always fails makes every round fail.
+    monkeypatch.setattr(tempered_rounds, "bound_failures", lambda estimate, bound: ("forced to fail",))
+    grown = trajectory_rts(model, trajectory=path, n_levels=12, max_sweeps=3600, generator=1)
     budget = grown.info.budget
-    assert [r.long_run_sweeps for r in budget.rounds] == [1000, 2000]
+    assert [(r.n_chains, r.long_run_sweeps) for r in budget.rounds] == [(100, 1000), (100, 2000)]
     assert budget.stop_reason == "max_sweeps reached (3600)" and not budget.passed
-    assert "above the target" in budget.rounds[-1].failures[0]
-    fixed = trajectory_rts(model, trajectory=path, n_levels=12, n_sweeps=200, target_stderr=1e-6, generator=1)
-    assert len(fixed.info.budget.rounds) == 1 and fixed.info.budget.stop_reason in (
-        "fixed budget",
-        "checks passed",
+    assert budget.rounds[-1].failures[-1] == "forced to fail"
+    fixed = trajectory_rts(model, trajectory=path, n_levels=12, n_sweeps=200, generator=1)
+    assert len(fixed.info.budget.rounds) == 1 and fixed.info.budget.stop_reason == "fixed budget"
+
+
+def test_a_target_standard_error_adds_chains():
+    model = models()[0]
+    path = grown_path(model)
+    exact = bl.exact_log_z(model)
+    wide = trajectory_mbar(
+        model, trajectory=path, n_levels=12, n_chains=20, max_chains=200, target_stderr=1e-6, generator=1
     )
+    budget = wide.info.budget
+    assert [(r.n_chains, r.long_run_sweeps) for r in budget.rounds] == [(20, 1000), (200, 1000)]
+    assert (
+        budget.stop_reason == "max_chains reached (200)"
+        and "above the target" in budget.rounds[0].failures[0]
+    )
+    assert wide.info.samples.n_chains == 200 and abs(wide.z_score(exact)) < MAX_Z
+    # The chains given are the chains run: no target without max_chains.
+    kept = trajectory_mbar(model, trajectory=path, n_levels=12, n_chains=20, target_stderr=1e-6, generator=1)
+    assert kept.info.budget.target_stderr is None and len(kept.info.budget.rounds) == 1
 
 
 def test_a_continued_round_starts_where_the_chains_ended():

@@ -9,10 +9,11 @@ Burda, Grosse & Salakhutdinov 2015; RTS and the other tempered estimators, Carls
 RAISE ran, a last line states their sandwich ``log Ẑ_AIS ≲ log Z ≲ log Ẑ_RAISE``
 (docs/algorithms.md §7). When the run directory holds the training trajectory
 (``trajectory.safetensors`` beside the model file, which ``boltzlab train`` writes), the
-default methods include ``trajectory-ais`` next to ``ais`` (docs/algorithms.md §4.6);
-``trajectory-rts`` and ``trajectory-mbar`` run when asked for (right where the temperature
-path crosses a first-order-like transition, but on the suite's other CD-trained models they
-missed modes the trajectory never held: docs/trust.md).
+default methods include ``trajectory-ais`` next to ``ais`` (docs/algorithms.md §4.6), and
+``rts`` and ``mbar`` run along the trajectory too where their temperature route is flagged,
+reporting the route whose verdict passes (:mod:`boltzlab.estimators.routes`; right where the
+temperature path crosses a first-order-like transition). ``trajectory-rts`` and
+``trajectory-mbar`` run that route alone when asked for.
 
 The pieces are functions of a model and a list of methods (:func:`evaluate_methods`,
 :func:`row_from_estimate`, :func:`format_rows`, :func:`sandwich_line`). A DBM's ``log p(v)``
@@ -68,6 +69,7 @@ from boltzlab.errors import ValidationError
 from boltzlab.estimators.budget import matched_options
 from boltzlab.estimators.likelihood import log_unnormalized
 from boltzlab.estimators.result import LogZEstimate
+from boltzlab.estimators.routes import TRAJECTORY_ROUTES, route_note
 from boltzlab.models.dbm import DBM
 from boltzlab.models.rbm import RBM
 from boltzlab.models.trajectory_files import find_trajectory_file
@@ -117,6 +119,9 @@ class EvaluationRow:
     budget_grew : str
         How a tempered budget grew (``logz``'s description of the run), or ``""`` when it ran
         one round (estimators/tempered_budget.py).
+    route_note : str
+        Where ``rts`` or ``mbar`` answered along the trajectory for a flagged temperature
+        route, the note that says so (estimators/routes.py), else ``""``.
     """
 
     method: str
@@ -131,6 +136,7 @@ class EvaluationRow:
     warnings: tuple[str, ...] = ()
     diagnostics: dict[str, Any] = field(default_factory=dict)
     budget_grew: str = ""
+    route_note: str = ""
 
 
 def default_methods(model: nn.Module, *, has_trajectory: bool = False) -> tuple[str, ...]:
@@ -193,6 +199,7 @@ def row_from_estimate(
         warnings=tuple(estimate.warnings),
         diagnostics=estimate_diagnostics(estimate.info),
         budget_grew=describe_estimate(estimate) if len(getattr(budget, "rounds", ())) > 1 else "",
+        route_note=(route_note(estimate) or "") if estimate.reliable else "",
     )
 
 
@@ -222,6 +229,9 @@ def _options(
             options["n_chains"] = chains
         if operator is not None and method not in TRAJECTORY_TEMPERED:
             options["operator"] = operator
+    if method in TRAJECTORY_ROUTES and trajectory is not None:
+        # Where the temperature route is flagged, the same method along the trajectory too.
+        options["trajectory"] = trajectory
     if method == "raise":
         options["data"] = held_out
     return options
@@ -404,8 +414,8 @@ Example:
     "--trajectory",
     type=click.Path(path_type=Path),
     metavar="PATH",
-    help="trajectory-ais, trajectory-rts, trajectory-mbar: the training trajectory (default: "
-    "trajectory.safetensors beside MODEL).",
+    help="trajectory-ais, trajectory-rts, trajectory-mbar, and rts and mbar as their second route: the "
+    "training trajectory (default: trajectory.safetensors beside MODEL).",
 )
 @click.option(
     "--data-root", type=click.Path(path_type=Path), metavar="DIR", help="Where to look for dataset files."
@@ -448,7 +458,9 @@ def evaluate(
     choose_threads(model)
     found = trajectory if trajectory is not None else find_trajectory_file(model_path.parent)
     chosen = parse_methods(methods, model, has_trajectory=found is not None)
-    if any(method in TRAJECTORY for method in chosen):
+    if any(method in TRAJECTORY for method in chosen) or (
+        found is not None and isinstance(model, RBM) and any(method in TRAJECTORY_ROUTES for method in chosen)
+    ):
         trajectory = trajectory_for(model_path, trajectory)
     op = None
     if operator is not None or alpha is not None:
@@ -481,6 +493,8 @@ def evaluate(
     for row in rows:
         if row.budget_grew:
             click.echo(f"{row.method}'s budget grew: {row.budget_grew}")
+        if row.route_note:
+            click.echo(f"{row.method}: {row.route_note}")
     for row in rows:
         if row.method != "exact" and not row.reliable:
             click.echo(f"{row.method} is UNRELIABLE:")

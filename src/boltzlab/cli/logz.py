@@ -6,7 +6,8 @@ the tempered-sampling methods ``rts``, ``ts``, ``ti``, ``ti-rb`` and ``mbar`` (C
 al. 2016 and the methods it compares with), and the trajectory methods ``trajectory-ais``,
 ``trajectory-rts`` and ``trajectory-mbar``, which anneal or temper through the parameters saved
 while the model was trained (docs/algorithms.md §4.6): the run's ``trajectory.safetensors``
-beside the model file, or ``--trajectory PATH``. The sampling options are passed only when
+beside the model file, or ``--trajectory PATH``; ``rts`` and ``mbar`` run along it too where
+their temperature route is flagged (:mod:`boltzlab.estimators.routes`). The sampling options are passed only when
 given, so each estimator's own defaults apply otherwise; a flag that means nothing to the
 chosen method is refused in one line rather than ignored. AIS from a uniform base can miss by
 nats on a data-trained model (docs/architecture.md, "Tempered family"): ``--data`` fits the base-rate
@@ -46,6 +47,8 @@ from boltzlab.cli.common import (
 from boltzlab.cli.json_output import echo_json, estimate_record
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.result import LogZEstimate
+from boltzlab.estimators.routes import TRAJECTORY_ROUTES
+from boltzlab.models.rbm import RBM
 from boltzlab.models.trajectory import TRAJECTORY_FILE
 from boltzlab.models.trajectory_files import find_trajectory_file
 
@@ -343,8 +346,8 @@ Example:
     "--trajectory",
     type=click.Path(path_type=Path),
     metavar="PATH",
-    help="trajectory-ais, trajectory-rts, trajectory-mbar: the training trajectory (trajectory.safetensors "
-    "or a run directory; default: the one beside MODEL).",
+    help="trajectory-ais, trajectory-rts, trajectory-mbar, and rts and mbar as their second route: the "
+    "training trajectory (trajectory.safetensors or a run directory; default: the one beside MODEL).",
 )
 @click.option(
     "--data-root", type=click.Path(path_type=Path), metavar="DIR", help="Where to look for dataset files."
@@ -396,8 +399,13 @@ def logz(model_path: Path, method: str, seed: int, as_json: bool, **flags: Any) 
         options["data"] = prepared.held_out
     if method in TRAJECTORY:
         options["trajectory"] = trajectory_for(model_path, flags["trajectory"])
+    elif method in TRAJECTORY_ROUTES and isinstance(model, RBM):
+        # rts and mbar take the run's trajectory as a second route (estimators/routes.py).
+        if flags["trajectory"] is not None or find_trajectory_file(model_path.parent) is not None:
+            options["trajectory"] = trajectory_for(model_path, flags["trajectory"])
     elif flags["trajectory"] is not None:
-        raise ValidationError(f"--trajectory applies to {', '.join(TRAJECTORY)}, not {method!r}")
+        routes = ", ".join([*TRAJECTORY, *TRAJECTORY_ROUTES])
+        raise ValidationError(f"--trajectory applies to {routes}, not {method!r}")
     if prepared is not None and method != "exact":
         # The verdict's lower-bound witness starts from data: it finds modes annealing misses.
         options["check_data"] = prepared.dataset.train

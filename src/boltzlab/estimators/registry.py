@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from boltzlab.estimators.result import LogZEstimate
+from boltzlab.estimators.routes import TRAJECTORY_ROUTES, with_trajectory_route
 from boltzlab.models.base import TemperedModel
 from boltzlab.registry import Registry
 from boltzlab.rng import fork, resolve_generator
@@ -64,7 +65,10 @@ def estimate_log_z(
         given; RTS, TS, TI, TI-RB and MBAR unless ``n_sweeps`` alone fixes it) the witness runs
         first, from a fork of ``generator`` that leaves the estimator's draws unchanged, and
         its bound goes to the budget as ``lower_bound`` and to the verdict; a ``lower_bound``
-        the caller gives goes to the budget instead.
+        the caller gives goes to the budget instead. ``"rts"`` and ``"mbar"`` also take
+        ``trajectory`` (the snapshots saved while training an RBM): where the temperature
+        route's verdict fails, the method runs along the trajectory too, and the route whose
+        verdict passes is reported (:mod:`boltzlab.estimators.routes`).
 
     Returns
     -------
@@ -84,6 +88,12 @@ def estimate_log_z(
     if function is _ESTIMATORS.get("exact"):
         return function(model, **options)
     method = method.lower().replace("_", "-")  # the name the registry found: "RTS", "ti_rb" too
+    if method in TRAJECTORY_ROUTES and "trajectory" in options:
+        trajectory = options.pop("trajectory")
+        generator = resolve_generator(generator, model.device)
+        return with_trajectory_route(
+            estimate_log_z, model, method, trajectory=trajectory, generator=generator, options=options
+        )
     check_data = options.pop("check_data", None)
     if check_data is None and method == "raise":
         check_data = options.get("data")

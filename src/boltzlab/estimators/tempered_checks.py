@@ -244,10 +244,11 @@ def group_standard_error(samples: TemperedSamples, recompute: Recompute, *, n_gr
 
     Each group is an independent run of ``n_chains/n_groups`` chains; for an estimator whose
     error scales as ``1/√chains`` the full run's variance is the groups' variance over
-    ``n_groups``. Returns ``inf`` when fewer than two groups can be formed or a group's
-    estimate is not finite.
+    ``n_groups``. Groups hold at least two chains (an estimator's own error bar from chains
+    needs two). Returns ``inf`` when fewer than two groups can be formed or a group's estimate
+    is not finite.
     """
-    n_groups = min(n_groups, samples.n_chains)
+    n_groups = min(n_groups, samples.n_chains // 2)
     if n_groups < 2:
         return math.inf
     values = torch.tensor(

@@ -18,10 +18,11 @@ on the levels of :mod:`boltzlab.estimators.trajectory_levels` instead of a tempe
    places its ladder; then an AIS run of ``level_pilot_chains`` chains through them, with
    ``level_pilot_substeps`` steps between neighbours, gives every level's starting ``log Ẑ``.
 3. **Rounds.** RTS's initial iterations and a long run of ``n_sweeps`` (1,000); while the
-   tempered checks fail (level balance, round trips, chain groups, a ``target_stderr``), another round
-   with the long run doubled continues from where the chains are, with the weights updated to
-   the last round's estimate, up to ``max_sweeps`` (16,000) sweeps per chain: the rounds of
-   :func:`boltzlab.estimators.tempered_budget.run_rounds`. An estimate below a certified
+   tempered checks fail (level balance, round trips, chain groups), another round with the
+   long run doubled continues from where the chains are, with the weights updated to the last
+   round's estimate, up to ``max_sweeps`` (16,000) sweeps per chain; once they pass, an error
+   bar above ``target_stderr`` (0.1 nats) adds chains, up to ``max_chains`` (800): the rounds
+   of :func:`boltzlab.estimators.tempered_rounds.run_rounds`. An estimate below a certified
    bound or the pilot's floor does not grow the run (the verdict flags it): a mode missing
    from every trajectory path stays missing however long the chains run along it (MNIST
    CD-1: 12.4–12.6 nats low in each of four rounds, 1 to 17 round trips per chain).
@@ -48,7 +49,8 @@ from boltzlab.estimators.mbar import mbar_for_groups, mbar_from_samples
 from boltzlab.estimators.registry import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.rts import rts_from_samples
-from boltzlab.estimators.tempered_budget import (
+from boltzlab.estimators.tempered_chains import DEFAULT_TARGET_STDERR, joined_start, max_chains_for
+from boltzlab.estimators.tempered_rounds import (
     TemperedBudget,
     check_target_stderr,
     next_log_z_hat,
@@ -87,7 +89,8 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "n_initial_iterations": 10,
     "stop_tolerance": 0.1,
     "prior": None,
-    "target_stderr": None,
+    "target_stderr": DEFAULT_TARGET_STDERR,
+    "max_chains": None,
 }
 #: MBAR's own: the cap on the ``N × K`` log-densities kept (the long run is thinned to fit).
 MBAR_MAX_LOG_DENSITIES = 1_000_000
@@ -177,8 +180,13 @@ def _estimate(
     fixed = o["n_sweeps"] is not None and o["max_sweeps"] is None
     n_sweeps = 1000 if o["n_sweeps"] is None else check_positive_int(o["n_sweeps"], "n_sweeps")
     max_sweeps = None if o["max_sweeps"] is None else check_positive_int(o["max_sweeps"], "max_sweeps")
+    max_chains = max_chains_for(
+        {key: given[key] for key in ("n_chains", "max_chains") if key in given}, n_chains
+    )
     # A budget given is a budget kept: nothing to grow towards.
-    target_stderr = None if fixed else check_target_stderr(o["target_stderr"])
+    target_stderr = check_target_stderr(o["target_stderr"])
+    if fixed or max_chains == n_chains:
+        target_stderr = None
     _positive_number(o["stop_tolerance"], "stop_tolerance")
     generator = resolve_generator(generator, model.device)
     trajectory, _ = resolve_trajectory(trajectory, model)
@@ -232,23 +240,39 @@ def _estimate(
         **sampling,
     )
 
-    def more(samples: TemperedSamples, n_sweeps: int) -> TemperedSamples:
+    def more(samples: TemperedSamples, n_sweeps: int, **changes: Any) -> TemperedSamples:
         return collect_trajectory_samples(
             levels,
-            n_sweeps=n_sweeps,
-            initial_log_z=next_log_z_hat(samples),
-            n_initial_iterations=0,
-            start=samples.final_state,
-            **sampling,
+            **{
+                **sampling,
+                "n_chains": samples.n_chains,
+                "n_sweeps": n_sweeps,
+                "initial_log_z": next_log_z_hat(samples),
+                "n_initial_iterations": 0,
+                "start": samples.final_state,
+                **changes,
+            },
         )
+
+    def widen(
+        samples: TemperedSamples, n_chains: int, n_sweeps: int, burn_in: int
+    ) -> tuple[TemperedSamples, int]:
+        # Fresh chains from the anchor climb for burn_in sweeps, unrecorded (tempered_chains).
+        fresh = more(
+            samples, burn_in, n_chains=n_chains - samples.n_chains, start=None, record_log_densities=False
+        )
+        start = joined_start(samples.final_state, fresh.final_state)
+        return more(samples, n_sweeps, n_chains=n_chains, start=start), fresh.n_chains * burn_in
 
     estimate = run_rounds(
         samples,
         more=more,
+        widen=widen,
         recompute=shifted(recompute),
         group_recompute=shifted(group_recompute),
         fixed=fixed,
         max_sweeps=max_sweeps,
+        max_chains=max_chains,
         target_stderr=target_stderr,
         bound=None,  # see the module docstring: the verdict applies it, the budget does not
         ladder="trajectory",
@@ -290,7 +314,8 @@ _OPTIONS_DOC = """
     **options
         Any of :data:`DEFAULT_OPTIONS`:
 
-        - ``n_chains`` (100);
+        - ``n_chains`` (100); given without ``max_chains``, the chains run;
+        - ``max_chains`` (800): chains the budget may grow to;
         - ``n_levels`` (100): levels at equal thermodynamic length (at least every point of
           the chosen path);
         - ``n_sweeps``: long-run sweeps of round 0 (1,000); given without ``max_sweeps``, the
@@ -302,7 +327,8 @@ _OPTIONS_DOC = """
           the levels' starting weights;
         - ``initial_sweeps`` (50), ``n_initial_iterations`` (10), ``stop_tolerance`` (0.1),
           ``prior`` (uniform): as for ``rts``;
-        - ``target_stderr``: a standard error (nats) the budget grows towards.
+        - ``target_stderr`` (0.1): the standard error (nats) that more chains are added
+          towards once the checks pass.
 """
 
 

@@ -169,9 +169,11 @@ def _budget_notes(samples: TemperedSamples) -> list[str]:
     budget = samples.budget
     if budget is None or budget.passed or len(budget.rounds) < 2:
         return []
+    chains = budget.rounds[-1].n_chains
+    more = f" and {chains} chains" if chains != budget.rounds[0].n_chains else ""
     return [
-        f"the budget grew over {len(budget.rounds)} rounds to {budget.sweeps_per_chain} sweeps per chain "
-        f"(max_sweeps {budget.max_sweeps}) with its checks still failing ({budget.rounds[-1].failures[0]})"
+        f"the budget grew over {len(budget.rounds)} rounds to {budget.sweeps_per_chain} sweeps per chain"
+        f"{more} and stopped ({budget.stop_reason}) with its checks still failing ({budget.rounds[-1].failures[0]})"
     ]
 
 
