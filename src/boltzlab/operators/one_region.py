@@ -87,6 +87,7 @@ static inline uint32_t hash32(uint32_t x) {
 // null) this may overwrite: logit = beta_r * (l + bias_j) + offset_j, then 1 where the
 // operator's threshold (uniform_scale * (P(new = 1) - 1/2)) exceeds the centred uniform
 // integer, as rng and fused do. Row by row, so that the row stays in L1 between the passes.
+// `o` may be `l` itself (each unit is read before it is written).
 template <typename T, int KIND>
 static void sample(T* l, const T* bias, const T* beta, const T* offset, const T* c, T* o, int64_t lo,
                    int64_t hi, int64_t width, uint32_t k0, uint32_t k1, bool tie_rule) {
@@ -155,18 +156,19 @@ torch::Tensor layer(torch::Tensor x, torch::Tensor W, torch::Tensor bias, c10::o
     const scalar_t* cp = current.data_ptr<scalar_t>();
     scalar_t* outp = out.data_ptr<scalar_t>();
     at::parallel_for(0, N, grain, [&](int64_t begin, int64_t end) {
-      // One tile's logits, reused by this thread's tiles (OpenBLAS) or made by ATen's addmm.
-      torch::Tensor logits = blas ? torch::empty({std::min(tile, end - begin), H}, x.options()) : torch::Tensor();
       for (int64_t lo = begin; lo < end; lo += tile) {
         const int64_t hi = std::min(end, lo + tile);
+        // The tile's logits go into its own rows of `out`, which sampling then overwrites in
+        // place with the states: no second buffer to allocate, fill and read.
+        scalar_t* l = outp + lo * H;
         if (!blas) {
-          logits = at::addmm(bias, x.slice(0, lo, hi), W);
+          torch::Tensor rows = out.slice(0, lo, hi);
+          at::addmm_out(rows, bias, x.slice(0, lo, hi), W);
         } else if (ilp64) {
-          blas_tile<scalar_t, int64_t>(blas, xp + lo * K, hi - lo, K, W, logits.data_ptr<scalar_t>(), H);
+          blas_tile<scalar_t, int64_t>(blas, xp + lo * K, hi - lo, K, W, l, H);
         } else {
-          blas_tile<scalar_t, int32_t>(blas, xp + lo * K, hi - lo, K, W, logits.data_ptr<scalar_t>(), H);
+          blas_tile<scalar_t, int32_t>(blas, xp + lo * K, hi - lo, K, W, l, H);
         }
-        scalar_t* l = logits.data_ptr<scalar_t>();
         const scalar_t* add = blas ? biasp : nullptr;  // ATen's addmm has added it
         if (kind == 0) {
           sample<scalar_t, 0>(l, add, bp, op, cp, outp, lo, hi, H, (uint32_t)k0, (uint32_t)k1, tie_rule);
