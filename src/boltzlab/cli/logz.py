@@ -7,9 +7,9 @@ al. 2016 and the methods it compares with), and the trajectory methods ``traject
 ``trajectory-rts`` and ``trajectory-mbar``, which anneal or temper through the parameters saved
 while the model was trained (docs/algorithms.md §4.6): the run's ``trajectory.safetensors``
 beside the model file, or ``--trajectory PATH``; ``rts`` and ``mbar`` run along it too where
-their temperature route is flagged (:mod:`boltzlab.estimators.routes`). The sampling options are passed only when
-given, so each estimator's own defaults apply otherwise; a flag that means nothing to the
-chosen method is refused in one line rather than ignored. AIS from a uniform base can miss by
+their temperature route is flagged (:mod:`boltzlab.estimators.routes`). The sampling options
+are passed only when given, so each estimator's own defaults apply otherwise; a flag that means
+nothing to the chosen method is refused in one line rather than ignored. AIS from a uniform base can miss by
 nats on a data-trained model (docs/architecture.md, "Tempered family"): ``--data`` fits the base-rate
 base of a model file that has none, and supplies RAISE's held-out examples (its test split).
 

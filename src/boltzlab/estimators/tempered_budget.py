@@ -15,7 +15,7 @@ tempered estimator (RTS, TS, TI, TI-RB, MBAR) runs through :func:`estimate_with_
    per chain, agreement of independent chain groups, the pilot's bound; and two that only
    the budget applies: an estimate below a certified lower bound (``lower_bound``, which
    ``estimate_log_z`` passes from the verdict's witness) and a standard error above
-   ``target_stderr`` (:func:`precision_failures`; 0.1 nats by default).
+   ``target_stderr`` (0.1 nats by default; :mod:`~boltzlab.estimators.tempered_rounds`).
 4. **Growth.** While a check fails and the sweeps per chain spent so far plus the next round
    stay within ``max_sweeps``, another round runs with the long run doubled, continuing
    from where the chains are, with ``log Ẑ`` updated to the last round's RTS estimate of
