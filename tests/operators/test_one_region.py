@@ -47,7 +47,7 @@ def _model(dtype: torch.dtype) -> bl.RBM:
 
 
 @needs_compiler
-@pytest.mark.parametrize("name", ["gibbs", "flip"])
+@pytest.mark.parametrize("name", ["gibbs", "flip", "mixture"])
 def test_one_region_sweeps_are_exact(name, mode_on, backend, monkeypatch):
     """The harness's transition histograms and reproducibility checks, through this path, with
     each GEMM backend's product."""
@@ -59,13 +59,13 @@ def test_one_region_sweeps_are_exact(name, mode_on, backend, monkeypatch):
         return original(*args, **kwargs)
 
     monkeypatch.setattr(operator_base, "one_region_sweep", counting)
-    check_operator_exact(bl.operators.get(name))
+    check_operator_exact(bl.operators.get(name, **({"alpha": 0.3} if name == "mixture" else {})))
     assert calls and one_region._broken is None, one_region._broken
 
 
 @needs_compiler
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("name", ["gibbs", "flip"])
+@pytest.mark.parametrize("name", ["gibbs", "flip", "mixture"])
 def test_one_region_draws_what_the_fused_kernel_draws(name, dtype, mode_on, backend, monkeypatch):
     """Same seed, same keys, same thresholds: one sweep equals the fused path's unit by unit,
     but for a handful that land within float rounding of their uniform (the two GEMMs and
@@ -77,7 +77,8 @@ def test_one_region_draws_what_the_fused_kernel_draws(name, dtype, mode_on, back
     fitted = _model(dtype)
     unfitted = bl.RBM(40, 24, generator=2, weight_std=0.8, dtype=dtype)
     unfitted.base_logits.copy_(fitted.base_logits)  # loaded weights, base_fitted still False
-    operator = bl.operators.get(name)
+    # α = 0.3, not 0.5: at 0.5 weights swapped between flip and Gibbs would draw the same.
+    operator = bl.operators.get(name, **({"alpha": 0.3} if name == "mixture" else {}))
     for model in (fitted, unfitted):
         chains = model.init_chains(300, generator=0)
         for start in (chains.with_beta(1.0), chains.with_beta(torch.linspace(0.0, 1.0, 300))):
@@ -114,6 +115,7 @@ def test_auto_mode_takes_only_large_rbm_sweeps(monkeypatch):
     torch.set_num_threads(2)
     assert one_region.uses_one_region(gibbs, large, many, torch.Generator())
     assert one_region.uses_one_region(bl.operators.get("flip"), large, many, torch.Generator())
+    assert one_region.uses_one_region(bl.operators.get("mixture", alpha=0.3), large, many, torch.Generator())
 
     class Subclass(bl.RBM):
         pass

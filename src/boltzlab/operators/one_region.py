@@ -16,7 +16,7 @@ are therefore the fused kernel's up to float rounding (the products, which may d
 ATen's and OpenBLAS's GEMM and between tile sizes, and the exponential's implementation): a
 unit whose threshold lands within rounding of its uniform can come out differently.
 
-Used for Gibbs and flip-the-state sweeps of binary RBMs on the CPU, float32 and float64, in the
+Used for Gibbs, flip-the-state and α-mixture sweeps of binary RBMs on the CPU, float32 and float64, in the
 fused kernel's modes (``BOLTZLAB_FUSED``): ``off`` never, ``on`` always (the tests, against exact
 transition matrices), ``auto`` on layers the fused kernel would take when the GEMM backend
 for one thread (:mod:`boltzlab.gemm`; each thread of the region multiplies on its own) is
@@ -52,7 +52,7 @@ TILE_ROWS = 128
 #: call: at 1,000 chains on one thread tiles of 128 rows cost 1.17× the product alone, 256 rows
 #: 1.08×, the whole block 1.06×; at 10,000 chains 1,024 rows 1.06–1.10× (docs/performance.md).
 OPENBLAS_TILE_ROWS = 1024
-_KINDS = {"GibbsOperator": 0, "FlipOperator": 1}
+_KINDS = {"GibbsOperator": 0, "FlipOperator": 1, "MixtureOperator": 2}
 
 _SOURCE = r"""
 #include <torch/extension.h>
@@ -90,7 +90,7 @@ static inline uint32_t hash32(uint32_t x) {
 // `o` may be `l` itself (each unit is read before it is written).
 template <typename T, int KIND>
 static void sample(T* l, const T* bias, const T* beta, const T* offset, const T* c, T* o, int64_t lo,
-                   int64_t hi, int64_t width, uint32_t k0, uint32_t k1, bool tie_rule) {
+                   int64_t hi, int64_t width, uint32_t k0, uint32_t k1, bool tie_rule, T alpha) {
   constexpr bool wide = sizeof(T) == 8;
   constexpr T scale = wide ? T(4294967296.0) : T(16777216.0);
   // Clamped so that exp and the threshold stay finite (compiled with -ffast-math for a
@@ -126,6 +126,13 @@ static void sample(T* l, const T* bias, const T* beta, const T* offset, const T*
       T threshold;
       if constexpr (KIND == 0) {
         threshold = (T(1) / (T(1) + std::exp(-x)) - T(0.5)) * scale;
+      } else if constexpr (KIND == 2) {
+        // The alpha-mixture (operators/mixture.py): alpha * P_flip(new = 1) + (1 - alpha) * sigmoid.
+        const T sign = T(1) - T(2) * cp[j];
+        const T signed_logit = x * sign;
+        const T flip = signed_logit == T(0) ? T(0.5) : std::exp(signed_logit > T(0) ? T(0) : signed_logit);
+        const T probability = alpha * (cp[j] + sign * flip) + (T(1) - alpha) * (T(1) / (T(1) + std::exp(-x)));
+        threshold = (probability - T(0.5)) * scale;
       } else {
         const T sign = T(1) - T(2) * cp[j];
         const T signed_logit = x * sign;
@@ -139,7 +146,8 @@ static void sample(T* l, const T* bias, const T* beta, const T* offset, const T*
 
 torch::Tensor layer(torch::Tensor x, torch::Tensor W, torch::Tensor bias, c10::optional<torch::Tensor> beta,
                     c10::optional<torch::Tensor> offset, torch::Tensor current, int64_t k0, int64_t k1,
-                    int64_t kind, bool tie_rule, int64_t tile, int64_t sgemm, int64_t dgemm, bool ilp64) {
+                    int64_t kind, bool tie_rule, double alpha, int64_t tile, int64_t sgemm, int64_t dgemm,
+                    bool ilp64) {
   const int64_t N = x.size(0), H = W.size(1);
   auto out = torch::empty({N, H}, x.options());
   const int64_t threads = at::get_num_threads();
@@ -170,10 +178,14 @@ torch::Tensor layer(torch::Tensor x, torch::Tensor W, torch::Tensor bias, c10::o
           blas_tile<scalar_t, int32_t>(blas, xp + lo * K, hi - lo, K, W, l, H);
         }
         const scalar_t* add = blas ? biasp : nullptr;  // ATen's addmm has added it
+        const uint32_t a = (uint32_t)k0, b = (uint32_t)k1;
+        const scalar_t mix = (scalar_t)alpha;
         if (kind == 0) {
-          sample<scalar_t, 0>(l, add, bp, op, cp, outp, lo, hi, H, (uint32_t)k0, (uint32_t)k1, tie_rule);
+          sample<scalar_t, 0>(l, add, bp, op, cp, outp, lo, hi, H, a, b, tie_rule, mix);
+        } else if (kind == 1) {
+          sample<scalar_t, 1>(l, add, bp, op, cp, outp, lo, hi, H, a, b, tie_rule, mix);
         } else {
-          sample<scalar_t, 1>(l, add, bp, op, cp, outp, lo, hi, H, (uint32_t)k0, (uint32_t)k1, tie_rule);
+          sample<scalar_t, 2>(l, add, bp, op, cp, outp, lo, hi, H, a, b, tie_rule, mix);
         }
       }
     });
@@ -190,7 +202,11 @@ def uses_one_region(operator: Any, model: TemperedModel, chains: Chains, generat
     """Whether :func:`one_region_sweep` takes this sweep (module docstring)."""
     if _broken is not None or type(model) is not RBM or type(operator).__name__ not in _KINDS:
         return False
-    if type(operator).__module__ not in ("boltzlab.operators.gibbs", "boltzlab.operators.flip"):
+    if type(operator).__module__ not in (
+        "boltzlab.operators.gibbs",
+        "boltzlab.operators.flip",
+        "boltzlab.operators.mixture",
+    ):
         return False
     if not isinstance(generator, torch.Generator):
         return False  # a BlockGenerator (chains sharded by block) has no single counter key
@@ -225,6 +241,7 @@ def one_region_sweep(
     weights = model.weights.detach().to(dtype).contiguous()
     kind = _KINDS[type(operator).__name__]
     tie_rule = bool(getattr(operator, "tie_rule", True))
+    alpha = float(getattr(operator, "alpha", 0.0))  # the mixture's flip weight
     # As _visible_logits: β·(b − b^A + hWᵀ), plus b^A once the base is fitted.
     base = model.base_logits.detach().to(dtype) if tempered else None
     offset = base if (base is not None and model.base_fitted) else None
@@ -240,13 +257,13 @@ def one_region_sweep(
             if index == 1:
                 hidden = extension.layer(
                     visible, weights, model.hidden_bias.detach().to(dtype).contiguous(), beta_rows, None,
-                    hidden, keys[0], keys[1], kind, tie_rule, tile, *blas,
+                    hidden, keys[0], keys[1], kind, tie_rule, alpha, tile, *blas,
                 )  # fmt: skip
             else:
                 bias = model.visible_bias.detach().to(dtype)
                 visible = extension.layer(
                     hidden, weights.t(), (bias - base if base is not None else bias).contiguous(), beta_rows,
-                    offset, visible, keys[0], keys[1], kind, tie_rule, tile, *blas,
+                    offset, visible, keys[0], keys[1], kind, tie_rule, alpha, tile, *blas,
                 )  # fmt: skip
     return Chains(layers=(visible, hidden), beta=beta)
 
