@@ -200,6 +200,7 @@ def estimate_with_budget(
     options = {**settings, **options}
     generator = resolve_generator(generator, model.device)
     fixed = not budget_runs(options)
+    # Checked under the caller's own name; n_chains given without max_chains is the chains run.
     max_chains = max_chains_for(options, check_positive_int(options.get("n_chains", 100), "n_chains"))
     max_sweeps = options.pop("max_sweeps", None)
     if max_sweeps is not None:
@@ -210,8 +211,6 @@ def estimate_with_budget(
         raise ValidationError(
             f"lower_bound must be a LowerBound (certified_lower_bound's), got {type(bound).__name__}"
         )
-    if fixed or max_chains <= options.get("n_chains", 100):
-        target_stderr = None  # a budget given is a budget kept: nothing to grow towards
     ladder_kind, placed = _resolve_ladder(model, options, generator)
     samples = collect_tempered_samples(model, generator=generator, **options)
 
@@ -237,18 +236,16 @@ def estimate_with_budget(
         samples: TemperedSamples, n_chains: int, n_sweeps: int, burn_in: int
     ) -> tuple[TemperedSamples, int]:
         # The fresh chains' climb from the base is run, not recorded (tempered_chains).
-        unrecorded = {"record_derivatives": False, "record_weighted_derivatives": False}
+        unrecorded = {
+            "record_derivatives": False,
+            "record_weighted_derivatives": False,
+            "record_log_densities": False,
+            "n_batches": 1,
+        }
         fresh = collect_tempered_samples(
             model,
             generator=generator,
-            **continued(
-                samples,
-                n_chains=n_chains - samples.n_chains,
-                n_sweeps=burn_in,
-                n_batches=1,
-                record_log_densities=False,
-                **unrecorded,
-            ),
+            **continued(samples, n_chains=n_chains - samples.n_chains, n_sweeps=burn_in, **unrecorded),
         )
         start = joined_start(samples.final_state, fresh.final_state)
         wider = collect_tempered_samples(

@@ -170,11 +170,11 @@ def run_rounds(
     recompute, group_recompute : callable
         The method's estimator from samples, and what the chain-group check runs.
     fixed : bool
-        The caller fixed the budget (one round).
+        The caller fixed the budget (one round, no target).
     max_sweeps : int or None
         Cap on sweeps per chain (None: :data:`DEFAULT_MAX_SWEEPS`, or round 0's when fixed).
     max_chains : int or None
-        Cap on chains (None: round 0's chains).
+        Cap on chains (None: round 0's chains, and then no ``target_stderr``).
     target_stderr : float or None
     bound : LowerBound or None
         A certified bound whose failure grows the run.
@@ -196,6 +196,10 @@ def run_rounds(
     max_chains = (
         samples.n_chains if max_chains is None or widen is None else max(max_chains, samples.n_chains)
     )
+    if fixed or max_chains <= samples.n_chains:
+        # A budget given is a budget kept (n_sweeps, or n_chains without max_chains): an error
+        # bar that no round may narrow is nothing to grow towards.
+        target_stderr = None
     rounds: list[BudgetRound] = []
     while True:
         estimate = recompute(samples)

@@ -183,10 +183,8 @@ def _estimate(
     max_chains = max_chains_for(
         {key: given[key] for key in ("n_chains", "max_chains") if key in given}, n_chains
     )
-    # A budget given is a budget kept: nothing to grow towards.
+    # run_rounds drops it where the caller fixed the sweeps or the chains.
     target_stderr = check_target_stderr(o["target_stderr"])
-    if fixed or max_chains == n_chains:
-        target_stderr = None
     _positive_number(o["stop_tolerance"], "stop_tolerance")
     generator = resolve_generator(generator, model.device)
     trajectory, _ = resolve_trajectory(trajectory, model)
