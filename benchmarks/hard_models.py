@@ -343,6 +343,7 @@ def score(model: Any, method: str, *, exact: float, seed: int, options: dict[str
         "wall_s": wall,
         "bound": estimate.bound or "",
         "reliable": getattr(estimate, "reliable", None),
+        "verdict": getattr(estimate, "status", None),
         "warnings": " | ".join(warnings),
         "exception": "",
     }
@@ -490,10 +491,13 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
                         "error": row.get("error"),
                         "stderr": row.get("stderr"),
                         "reliable": row.get("reliable"),
+                        "verdict": row.get("verdict"),
                         **flatten_info(info, "info."),
                     }
                 )
-                outcome = row["exception"] or f"error {row['error']:+.4f} (z {row['z']:+.1f})"
+                outcome = row["exception"] or (
+                    f"error {row['error']:+.4f} (z {row['z']:+.1f}), {row.get('verdict') or row.get('reliable')}"
+                )
                 if row.get("route") not in (None, method):
                     outcome += f", by {row['route']}"
                 print(f"  {method}: {outcome} [{row['wall_s']:.1f} s]", file=sys.stderr)

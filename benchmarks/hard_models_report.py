@@ -6,7 +6,9 @@ row that a test can check on a hand-made table.
 
 A result row is a ``dict`` with at least ``method``, ``error`` (estimate − exact, nats),
 ``stderr``, ``reliable`` (``True``/``False``, or ``None`` when the estimate carries no
-verdict) and ``exception`` (empty when the method ran).
+verdict), optionally ``verdict`` (``"reliable"``, ``"unchecked"`` or ``"unreliable"``: an
+unchecked result passed every check that ran, but no witness reached data; rows of builds
+before that verdict have none) and ``exception`` (empty when the method ran).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ COLUMNS = (
     "wall_s",
     "bound",
     "reliable",
+    "verdict",
     "warnings",
     "confident_miss",
     "covered_2se",
@@ -77,6 +80,19 @@ def trusted(row: Mapping[str, Any]) -> bool:
     return row.get("reliable") is not False
 
 
+def flagged(row: Mapping[str, Any]) -> bool:
+    """Whether a check failed: ``verdict == "unreliable"`` (an unchecked result is not flagged)."""
+    verdict = row.get("verdict")
+    if verdict:
+        return verdict == "unreliable"
+    return row.get("reliable") is False
+
+
+def unchecked(row: Mapping[str, Any]) -> bool:
+    """Every check that ran passed, but the missing-mass witness reached no data."""
+    return row.get("verdict") == "unchecked"
+
+
 def confident_miss(row: Mapping[str, Any]) -> bool:
     """Trusted, yet ``|error| > max(0.1, 4·stderr)``: the failure the verdicts must catch."""
     if not _scored(row) or not trusted(row):
@@ -93,10 +109,11 @@ def covered(row: Mapping[str, Any], sigmas: float = COVERAGE_SIGMAS) -> bool:
 def summarize(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     """Counts and rates over the stochastic rows (exact rows are left out).
 
-    Returns ``n`` (rows that ran), ``failed`` (rows that raised), ``trusted``,
-    ``confident_misses``, ``coverage`` (fraction of trusted rows whose ±2 s.e. interval holds
-    the truth), ``close`` (rows within 0.2 nats), ``crying_wolf`` (fraction of those marked
-    unreliable), ``median_abs_error`` and ``max_abs_error``; rates are NaN when undefined.
+    Returns ``n`` (rows that ran), ``failed`` (rows that raised), ``trusted``, ``unchecked``
+    (rows whose verdict is "unchecked"), ``confident_misses``, ``coverage`` (fraction of trusted
+    rows whose ±2 s.e. interval holds the truth), ``close`` (rows within 0.2 nats),
+    ``crying_wolf`` (fraction of those flagged by a failed check; "unchecked" is not crying
+    wolf), ``median_abs_error`` and ``max_abs_error``; rates are NaN when undefined.
     """
     rows = [row for row in rows if row.get("method") != "exact"]
     ran = [row for row in rows if not _failed(row)]
@@ -107,10 +124,11 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
         "n": len(ran),
         "failed": len(rows) - len(ran),
         "trusted": len(trusted_rows),
+        "unchecked": sum(unchecked(row) for row in ran),
         "confident_misses": sum(confident_miss(row) for row in ran),
         "coverage": _fraction(sum(covered(row) for row in trusted_rows), len(trusted_rows)),
         "close": len(close),
-        "crying_wolf": _fraction(sum(row.get("reliable") is False for row in close), len(close)),
+        "crying_wolf": _fraction(sum(flagged(row) for row in close), len(close)),
         "median_abs_error": statistics.median(errors) if errors else math.nan,
         "max_abs_error": max(errors) if errors else math.nan,
     }
@@ -186,14 +204,17 @@ def _number(value: float, digits: int = 3) -> str:
 
 
 def cell(row: Mapping[str, Any]) -> str:
-    """``error (z)`` for the model table; ``!`` marks a confident miss, ``†`` an unreliable verdict."""
+    """``error (z)`` for the model table; ``!`` marks a confident miss, ``†`` an unreliable verdict,
+    ``?`` an unchecked one."""
     if _failed(row):
         return "ERROR"
     if row["method"] == "exact":
         return f"{float(row['error']):+.1e}"
     text = f"{float(row['error']):+.3f} ({float(row['z']):+.1f})"
-    if row.get("reliable") is False:
+    if flagged(row):
         text += " †"
+    elif unchecked(row):
+        text += " ?"
     return text + (" **!**" if confident_miss(row) else "")
 
 
@@ -219,6 +240,7 @@ def summary_table(groups: Mapping[str, Mapping[str, float]], label: str) -> str:
         "n",
         "failed",
         "confident misses",
+        "unchecked",
         "coverage ±2se",
         "crying wolf",
         "median |err|",
@@ -226,7 +248,7 @@ def summary_table(groups: Mapping[str, Mapping[str, float]], label: str) -> str:
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, s in groups.items():
-        cells = [name, str(s["n"]), str(s["failed"]), str(s["confident_misses"])]
+        cells = [name, str(s["n"]), str(s["failed"]), str(s["confident_misses"]), str(s["unchecked"])]
         cells += [_number(s["coverage"], 2), _number(s["crying_wolf"], 2)]
         cells += [_number(s["median_abs_error"]), _number(s["max_abs_error"])]
         lines.append("| " + " | ".join(cells) + " |")
@@ -241,12 +263,14 @@ def report(rows: Sequence[Mapping[str, Any]], methods: Sequence[str]) -> str:
         [
             "## Error of each estimate vs exact log Z (nats), with z = error / stderr",
             models_table(rows, methods),
-            f"`†` marked unreliable by the estimator; `**!**` confident miss: trusted and "
+            f"`†` marked unreliable by the estimator; `?` unchecked (every check passed, no witness "
+            f"reached data; not trusted); `**!**` confident miss: trusted and "
             f"|error| > max({MISS_FLOOR}, {MISS_SIGMAS:g}·stderr). Coverage is over trusted results "
             f"(reliable, or no verdict); crying wolf is the fraction of results within {CLOSE_ENOUGH} nats "
-            "that are marked unreliable.",
+            "that are marked unreliable (unchecked is not crying wolf).",
             f"**Confident misses: {overall['confident_misses']} of {overall['n']}** "
-            f"(failed to run: {overall['failed']}); coverage of ±2 s.e. over trusted results: "
+            f"(failed to run: {overall['failed']}; unchecked: {overall['unchecked']}); "
+            "coverage of ±2 s.e. over trusted results: "
             f"{_number(overall['coverage'], 2)}; crying wolf: {_number(overall['crying_wolf'], 2)}",
             "## Per method",
             summary_table(breakdown(stochastic, "method"), "method"),

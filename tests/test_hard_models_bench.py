@@ -114,6 +114,17 @@ def test_summary_of_a_hand_made_table(bench: ModuleType) -> None:
     assert math.isnan(per_method["exact"]["coverage"])
 
 
+def test_an_unchecked_result_is_neither_trusted_nor_crying_wolf(bench: ModuleType) -> None:
+    """The third verdict (docs/trust.md): every check passed, no witness reached data."""
+    far = {**_row("ais", -12.0, 0.06, False), "verdict": "unchecked"}
+    close = {**_row("ais", 0.01, 0.05, False), "verdict": "unchecked"}
+    flagged = {**_row("ais", 0.01, 0.05, False), "verdict": "unreliable"}
+    assert not bench.confident_miss(far)  # 200 s.e. off, but not called reliable
+    summary = bench.summarize([far, close, flagged])
+    assert summary["unchecked"] == 2 and summary["trusted"] == 0 and summary["confident_misses"] == 0
+    assert summary["close"] == 2 and summary["crying_wolf"] == pytest.approx(1 / 2)  # the flagged one alone
+
+
 def test_miss_edges(bench: ModuleType) -> None:
     assert not bench.confident_miss(_row("ais", 5.0, math.inf, True))  # an infinite error bar is honest
     assert not bench.confident_miss(_row("ais", 0.1, 0.0, True))  # the floor is inclusive

@@ -71,6 +71,36 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory, data_file: Path) -> Path:
     return out
 
 
+def test_a_trained_model_keeps_its_witness_and_logz_checks_from_it(run_dir: Path, tmp_path: Path) -> None:
+    """Training keeps the rows that fitted the base (40 here); without them logz says unchecked."""
+    model_path = run_dir / "model.safetensors"
+    shown = invoke("info", model_path)
+    assert "witness: 40 training rows kept" in shown.output
+    assert json.loads(invoke("info", model_path, "--json").output)["witness_rows"] == 40
+    checked = invoke("logz", model_path, "--method", "ais", "--chains", 50, "--temperatures", 100)
+    assert checked.exit_code == 0 and "verdict: reliable" in checked.output, checked.output
+    assert "started at the witness rows and base" in checked.output
+    bare = bl.RBM.load(model_path).clear_witness().save(tmp_path / "bare.safetensors")
+    assert "witness: none" in invoke("info", bare).output
+    result = invoke("logz", bare, "--method", "ais", "--chains", 50, "--temperatures", 100)
+    assert result.exit_code == 0 and "verdict: unchecked" in result.output, result.output
+    assert "check_data=<training rows> (CLI: --data)" in result.output
+    record = json.loads(invoke("logz", bare, "--method", "ais", "--chains", 50, "--json").output)
+    assert record["reliable"] is False and record["verdict"] == "unchecked"
+    assert record["unchecked"] == record["warnings"][0] and record["lower_bound"]["started_from"] == "base"
+
+
+def test_train_witness_rows_zero_keeps_no_data_in_the_model(data_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "private"
+    result = invoke(
+        "train", "--data", data_file, "--hidden", N_HIDDEN, "--updates", 5, "--batch-size", 10, "--witness-rows", 0,
+        "--snapshots", 0, "--out", out,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    model = bl.RBM.load(out / "model.safetensors")
+    assert model.base_fitted and model.witness is None
+
+
 @pytest.mark.parametrize("command", ["", "demo", "train", "logz", "sample", "info"])
 def test_every_help_shows_an_example(command: str) -> None:
     result = invoke(*([command] if command else []), "--help")
@@ -191,7 +221,13 @@ def test_logz_anchored_ais_anchors_on_data_and_needs_it(run_dir: Path, data_file
     value, stderr = _printed_log_z(result.output)
     assert stderr > 0 and abs(value - exact) < 4 * stderr
     assert "reliable" in result.output
-    assert_one_line_error(invoke("logz", model_path, "--method", "anchored-ais"), "anchor_data", "--data")
+    # Without --data the model's witness rows (the training rows it kept) anchor it ...
+    kept = invoke("logz", model_path, "--method", "anchored-ais", "--temperatures", 300, "--seed", 1)
+    assert kept.exit_code == 0 and "verdict: reliable" in kept.output, kept.output
+    assert "started at the witness rows" in kept.output
+    # ... and a model that keeps none needs data.
+    bare = bl.RBM.load(model_path).clear_witness().save(run_dir.parent / "bare.safetensors")
+    assert_one_line_error(invoke("logz", bare, "--method", "anchored-ais"), "anchor_data", "--data")
 
 
 def test_logz_refuses_sampling_options_for_exact(run_dir: Path) -> None:

@@ -120,6 +120,21 @@ def test_unreliable_rows_show_their_reasons(tempered_run: Path, tmp_path: Path):
     assert "<li>ESS 3.1 below 10 &lt;b&gt;</li>" in log_z and "<li>second reason</li>" in log_z
 
 
+def test_unchecked_rows_get_their_own_badge_and_sentence(tempered_run: Path, tmp_path: Path):
+    run = tmp_path / "run"
+    shutil.copytree(tempered_run, run)
+    evaluation = json.loads((run / "evaluation.json").read_text(encoding="utf-8"))
+    sentence = "the missing-mass witness started from the base, not from data"
+    evaluation["rows"][1].update(reliable=False, verdict="unchecked", warnings=[sentence])
+    (run / "evaluation.json").write_text(json.dumps(evaluation), encoding="utf-8")
+    assert invoke("report", run).exit_code == 0
+    log_z = sections_of((run / "report.html").read_text(encoding="utf-8"))["log-z"]
+    method = evaluation["rows"][1]["method"]
+    assert '<span class="badge unchecked">unchecked</span>' in log_z
+    assert f"{method} is unchecked (not reliable):" in log_z and f"<li>{sentence}</li>" in log_z
+    assert f"{method} is UNRELIABLE" not in log_z
+
+
 def test_plain_run_says_what_it_did_not_record(tmp_path: Path):
     out = tmp_path / "cd"
     result = invoke("train", "--data", "digits", "--hidden", "8", "--updates", "20", "--out", out)

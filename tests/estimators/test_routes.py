@@ -57,6 +57,23 @@ def test_a_reliable_temperature_route_is_the_answer_and_the_trajectory_is_not_ru
     assert recorder.calls[0][2] == OPTIONS
 
 
+def test_an_unchecked_temperature_route_is_the_answer_and_the_trajectory_is_not_run():
+    """Unchecked is not flagged: every check passed, and the trajectory route could reach no
+    more data than the temperature route did (docs/trust.md, "Three verdicts")."""
+    unchecked = LogZEstimate(log_z=1.0, stderr=0.1, method="rts", cost_sweeps=100, unchecked="no data")
+    recorder = Recorder(unchecked)
+    result = route(recorder)
+    assert result is unchecked and len(recorder.calls) == 1
+
+
+def test_a_flagged_temperature_route_hands_over_to_an_unchecked_trajectory_route():
+    second = LogZEstimate(log_z=2.0, stderr=0.1, method="trajectory-rts", cost_sweeps=30, unchecked="no data")
+    result = route(Recorder(stand_in(False, 0.0, "rts", 100), second))
+    assert (
+        result.method == "trajectory-rts" and result.status == "unchecked" and result.unchecked == "no data"
+    )
+
+
 def test_a_flagged_temperature_route_hands_over_to_a_reliable_trajectory_route():
     generator = torch.Generator().manual_seed(3)
     expected_stream = fork(generator, ROUTE_STREAM).initial_seed()
@@ -78,7 +95,7 @@ def test_a_flagged_temperature_route_hands_over_to_a_reliable_trajectory_route()
 def test_where_both_routes_fail_the_temperature_route_is_reported_flagged_with_a_note():
     recorder = Recorder(stand_in(False, 0.0, "rts", 100), stand_in(False, 5.0, "trajectory-rts", 30))
     result = route(recorder)
-    assert result.method == "rts" and result.log_z == 0.0 and not result.reliable
+    assert result.method == "rts" and result.log_z == 0.0 and result.failed
     assert result.verdict == "UNRELIABLE: rts failed a check" and result.cost_sweeps == 130
     assert "trajectory-rts gave 5.0000 ± 0.1 (trajectory-rts failed a check)" in result.warnings[-1]
     assert route_note(result) is None
@@ -91,7 +108,7 @@ def test_without_a_trajectory_route_the_temperature_route_stands(case):
         result = route(recorder, trajectory=None)
     else:
         result = route(recorder, model=bl.DBM([5, 3, 2], generator=0))
-    assert result.method == "rts" and not result.reliable and len(recorder.calls) == 1
+    assert result.method == "rts" and result.failed and len(recorder.calls) == 1
 
 
 @pytest.mark.parametrize("method", ["rts", "mbar"])
@@ -114,7 +131,7 @@ def test_estimate_log_z_reports_the_trajectory_route_where_temperature_is_flagge
     exact = bl.exact_log_z(model)
     options = {"n_chains": 40, "n_sweeps": 300, "generator": 0, "ladder": "linear", "n_initial_iterations": 0}
     flagged = bl.estimate_log_z(model, method="rts", **options)
-    assert not flagged.reliable
+    assert flagged.failed
     routed = bl.estimate_log_z(model, method="rts", trajectory=path, **options)
     assert routed.method == "trajectory-rts" and routed.reliable, routed.warnings
     assert abs(routed.z_score(exact)) < MAX_Z

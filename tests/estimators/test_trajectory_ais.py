@@ -25,7 +25,7 @@ from boltzlab.estimators.trajectory_ais import (
 )
 from boltzlab.estimators.trajectory_path import base_path, cut_path, plan_positions
 from boltzlab.models.trajectory import Trajectory
-from harness import check_estimator_exact, random_rbm
+from harness import check_estimator_exact, random_rbm, with_exact_witness
 from tolerances import MAX_Z
 
 SCALES = (0.15, 0.4, 0.7, 1.0)
@@ -49,9 +49,11 @@ def grown_path(
 
 
 def models() -> list[bl.RBM]:
+    """Two small RBMs, each keeping exact samples of its own as witness rows (so that a right,
+    checked estimate is "reliable" rather than "unchecked")."""
     return [
-        random_rbm(5, 3, scale=3.0, seed=11),
-        random_rbm(3, 4, scale=2.5, seed=12),
+        with_exact_witness(random_rbm(5, 3, scale=3.0, seed=11)),
+        with_exact_witness(random_rbm(3, 4, scale=2.5, seed=12)),
     ]
 
 

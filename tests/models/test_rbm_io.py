@@ -89,7 +89,8 @@ def test_file_header_records_format_kind_shapes_dtype_base_and_metadata(tmp_path
     path = _model(torch.float64).save(tmp_path / "m.safetensors", metadata={"seed": 3})
     with safe_open(path, framework="pt") as handle:
         header = handle.metadata()
-        assert sorted(handle.keys()) == ["base_logits", "hidden_bias", "visible_bias", "weights"]
+        # The 13 rows that fitted the base are kept as the verdict's witness (docs/trust.md).
+        assert sorted(handle.keys()) == ["base_logits", "hidden_bias", "visible_bias", "weights", "witness"]
     assert header["format"] == "boltzlab-model"
     assert header["format_version"] == "1"
     assert header["kind"] == "rbm"
@@ -98,6 +99,7 @@ def test_file_header_records_format_kind_shapes_dtype_base_and_metadata(tmp_path
         "visible_bias": [N_VISIBLE],
         "hidden_bias": [N_HIDDEN],
         "base_logits": [N_VISIBLE],
+        "witness": [13, 1],
     }
     assert header["dtype"] == "float64"
     assert header["base_fitted"] == "true"

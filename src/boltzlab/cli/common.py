@@ -40,6 +40,7 @@ __all__ = [
     "parse_image_shape",
     "refuse_data_file_options_without_data",
     "report_written",
+    "verdict_word",
 ]
 
 # Where the --debug flag and --threads are remembered; ctx.meta is shared by a command and its group.
@@ -216,6 +217,12 @@ def report_written(paths: list[Path]) -> None:
     """Say where every written file is (docs/architecture.md: every command that writes says where)."""
     for path in paths:
         click.echo(f"wrote {path}")
+
+
+def verdict_word(status: str) -> str:
+    """How a verdict (``"reliable"``, ``"unchecked"``, ``"unreliable"``, ``"exact"``) is printed:
+    ``UNRELIABLE`` in capitals, so the one that says "do not use this number" stands out."""
+    return "UNRELIABLE" if status == "unreliable" else status
 
 
 def format_seconds(seconds: float) -> str:

@@ -40,7 +40,7 @@ def sandwich_line(rows: Sequence[Any]) -> str | None:
     if lower.log_z > upper.log_z or not (lower.reliable and upper.reliable):
         # RAISE started from held-out data, not from model samples, bounds nothing by itself;
         # only a pair that brackets, both judged reliable, is called a sandwich.
-        why = "they cross" if lower.log_z > upper.log_z else "at least one of them is UNRELIABLE"
+        why = "they cross" if lower.log_z > upper.log_z else "they are not both reliable"
         return (
             f"no sandwich: AIS {lower.log_z:.4f} and RAISE {upper.log_z:.4f} do not bracket log Z ({why}); "
             "RAISE from held-out data is a diagnostic here, not an upper bound"

@@ -35,6 +35,7 @@ from boltzlab.cli.common import (
     operator_help,
     operator_params,
     report_written,
+    verdict_word,
 )
 from boltzlab.cli.comparison import disagreement_lines
 from boltzlab.cli.config import recorded_options, write_config
@@ -143,7 +144,7 @@ def _log_z_row(item: _Measured, exact: float | None) -> list[str]:
         "-" if ess is None else f"{ess:.1f}",
         f"{estimate.cost_sweeps:,}" if sampled else "-",
         format_seconds(item.seconds),
-        ("reliable" if estimate.reliable else "UNRELIABLE") if sampled else "exact",
+        verdict_word(estimate.status) if sampled else "exact",
     ]
 
 
@@ -159,7 +160,7 @@ def _print_report(model: RBM, dataset: datasets.Dataset, measured: list[_Measure
     )
     for item in measured:
         if not item.estimate.reliable:
-            click.echo(f"{item.label} is UNRELIABLE (docs/trust.md):")
+            click.echo(f"{item.label} is {verdict_word(item.estimate.status)} (docs/trust.md):")
             for warning in item.estimate.warnings:
                 click.echo(f"  - {warning}")
     click.echo("agreement of the independent estimates")

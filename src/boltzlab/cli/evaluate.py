@@ -47,6 +47,7 @@ from boltzlab.cli.common import (
     load_model_file,
     operator_help,
     operator_params,
+    verdict_word,
 )
 from boltzlab.cli.comparison import disagreement_lines, sandwich_line
 from boltzlab.cli.dbm_report import dbm_bound_rows, dbm_likelihood_rows, format_dbm_rows
@@ -111,7 +112,9 @@ class EvaluationRow:
     seconds : float
         Wall-clock time of the estimate.
     reliable : bool
-        The estimate's verdict (docs/trust.md).
+        Whether the estimate can be trusted (docs/trust.md): ``False`` for ``"unchecked"`` too.
+    verdict : {"reliable", "unchecked", "unreliable"}
+        The estimate's verdict (:attr:`~boltzlab.estimators.result.LogZEstimate.status`).
     warnings : tuple of str
         Its reasons and notes.
     diagnostics : dict
@@ -133,6 +136,7 @@ class EvaluationRow:
     test_log_likelihood: float
     seconds: float
     reliable: bool = True
+    verdict: str = "reliable"
     warnings: tuple[str, ...] = ()
     diagnostics: dict[str, Any] = field(default_factory=dict)
     budget_grew: str = ""
@@ -196,10 +200,11 @@ def row_from_estimate(
         test_log_likelihood=test_log_f - float(estimate.log_z),
         seconds=seconds,
         reliable=bool(estimate.reliable),
+        verdict=estimate.status,
         warnings=tuple(estimate.warnings),
         diagnostics=estimate_diagnostics(estimate.info),
         budget_grew=describe_estimate(estimate) if len(getattr(budget, "rounds", ())) > 1 else "",
-        route_note=(route_note(estimate) or "") if estimate.reliable else "",
+        route_note=(route_note(estimate) or "") if not estimate.failed else "",
     )
 
 
@@ -238,10 +243,10 @@ def _options(
 
 
 def verdict_column(row: EvaluationRow) -> str:
-    """``exact``, ``reliable`` or ``UNRELIABLE`` for the table."""
+    """``exact``, ``reliable``, ``unchecked`` or ``UNRELIABLE`` for the table."""
     if row.method == "exact":
         return "exact"
-    return "reliable" if row.reliable else "UNRELIABLE"
+    return verdict_word(row.verdict)
 
 
 def evaluate_methods(
@@ -497,7 +502,7 @@ def evaluate(
             click.echo(f"{row.method}: {row.route_note}")
     for row in rows:
         if row.method != "exact" and not row.reliable:
-            click.echo(f"{row.method} is UNRELIABLE:")
+            click.echo(f"{row.method} is {verdict_word(row.verdict)}:")
             for warning in row.warnings:
                 click.echo(f"  - {warning}")
     for line in disagreement_lines(rows):

@@ -127,11 +127,28 @@ def info_record(model_path: Path, model: torch.nn.Module, kind: str) -> dict[str
         "dtype": str(model.dtype).removeprefix("torch."),
         "base": "base-rate" if getattr(model, "base_fitted", False) else "uniform",
         "base_fitted": bool(getattr(model, "base_fitted", False)),
+        "witness_rows": _witness_rows(model),
         "n_parameters": sum(record["numel"] for record in statistics),
         "parameters": statistics,
         "metadata": getattr(model, "metadata", {}) or {},
         "exact": _exact(model),
     }
+
+
+def _witness_rows(model: torch.nn.Module) -> int:
+    """Rows of training data the model keeps as its verdict's witness (0: none)."""
+    bits = getattr(model, "witness_bits", None)
+    return 0 if bits is None else int(bits.shape[0])
+
+
+def _witness_line(model: torch.nn.Module) -> str:
+    rows = _witness_rows(model)
+    if rows:
+        return (
+            f"witness: {rows} training rows kept for the log Z verdict's missing-mass check "
+            "(model.clear_witness() before saving leaves them out)"
+        )
+    return "witness: none (estimates without --data say unchecked; docs/trust.md)"
 
 
 @click.command(
@@ -165,6 +182,7 @@ def info(model_path: Path, as_json: bool) -> None:
         click.echo("base: base-rate (fitted to data)")
     else:
         click.echo("base: uniform (never fitted to data; AIS works better after fitting, e.g. logz --data)")
+    click.echo(_witness_line(model))
     click.echo("parameters:")
     click.echo(format_table(["name", "shape", *_STATISTICS], _parameter_rows(_parameter_statistics(model))))
     metadata = _flatten(getattr(model, "metadata", {}) or {})

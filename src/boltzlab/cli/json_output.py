@@ -1,7 +1,10 @@
 """``--json``: one JSON object on stdout, for scripts (``logz``, ``evaluate``).
 
 An estimate becomes ``{"method", "log_z", "stderr", "bias", "cost_sweeps", "seconds",
-"reliable", "warnings", "lower_bound", "world_size", "diagnostics"}``; ``diagnostics`` holds
+"reliable", "verdict", "unchecked", "warnings", "lower_bound", "world_size", "diagnostics"}``:
+``verdict`` is ``"reliable"``, ``"unchecked"`` or ``"unreliable"`` (``reliable`` is true for the
+first alone; docs/trust.md, "Three verdicts") and ``unchecked`` the sentence saying what was not
+checked, or ``null``; ``diagnostics`` holds
 every scalar of the estimator's ``info`` (ESS, chains, operator, round trips, ...) and of its
 nested dataclasses one level down, as ``"parent.field"``. Non-finite numbers become ``null``
 (JSON has no NaN or infinity). ``world_size`` is the number of processes of the run (1 without
@@ -74,6 +77,8 @@ def estimate_record(estimate: LogZEstimate, *, seconds: float | None = None) -> 
         "cost_sweeps": int(estimate.cost_sweeps),
         "seconds": seconds,
         "reliable": bool(estimate.reliable),
+        "verdict": estimate.status,
+        "unchecked": estimate.unchecked or None,
         "warnings": list(estimate.warnings),
         "lower_bound": None
         if bound is None

@@ -11,7 +11,10 @@ their temperature route is flagged (:mod:`boltzlab.estimators.routes`). The samp
 are passed only when given, so each estimator's own defaults apply otherwise; a flag that means
 nothing to the chosen method is refused in one line rather than ignored. AIS from a uniform base can miss by
 nats on a data-trained model (docs/architecture.md, "Tempered family"): ``--data`` fits the base-rate
-base of a model file that has none, and supplies RAISE's held-out examples (its test split).
+base of a model file that has none, starts the verdict's missing-mass witness from the training
+split, and supplies RAISE's held-out examples (its test split). Without ``--data`` the witness
+starts from the rows the model file keeps (docs/trust.md, "The witness rows"), and a model that
+keeps none gets the verdict "unchecked".
 
 The option handling here (:func:`estimator_options`, :func:`prepare_data`,
 :func:`describe_estimate`) is shared with ``boltzlab evaluate``.
@@ -248,10 +251,16 @@ def describe_estimate(estimate: LogZEstimate) -> str:
 
 
 def verdict_lines(estimate: LogZEstimate) -> list[str]:
-    """``verdict: reliable`` or ``verdict: UNRELIABLE``, each reason and note, and the witness."""
+    """``verdict: reliable``, ``unchecked`` or ``UNRELIABLE``, each reason and note, and the witness."""
     if estimate.method == "exact":
         return []
-    lines = ["verdict: reliable" if estimate.reliable else "verdict: UNRELIABLE (do not report this number)"]
+    first = {
+        "reliable": "verdict: reliable",
+        "unchecked": "verdict: unchecked (every check that ran passed, but missing mass was not looked "
+        "for from data: not reliable)",
+        "unreliable": "verdict: UNRELIABLE (do not report this number)",
+    }[estimate.status]
+    lines = [first]
     lines += [f"  - {warning}" for warning in estimate.warnings]
     bound = estimate.lower_bound
     if bound is not None:
@@ -335,7 +344,8 @@ Example:
 @click.option(
     "--data",
     metavar="NAME|PATH",
-    help="Dataset: fits the base-rate base when the model has none; RAISE's held-out examples (test split).",
+    help="Dataset: fits the base-rate base when the model has none; starts the verdict's witness from its "
+    "training split (default: the rows the model keeps; none: verdict unchecked); RAISE's held-out examples.",
 )
 @click.option(
     "--examples",

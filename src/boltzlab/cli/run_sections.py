@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from boltzlab.cli.common import format_seconds
+from boltzlab.cli.common import format_seconds, verdict_word
 from boltzlab.cli.run_files import EVALUATION_FILE
 from boltzlab.plotting.report_page import BulletList, Paragraph, Section, Table
 from boltzlab.training.state import TrainRecord
@@ -39,7 +39,12 @@ def _with_error(value: Any, stderr: float) -> str:
 def _verdict(row: dict[str, Any]) -> str:
     if row.get("method") == "exact" or (row.get("bias") == "exact"):
         return "exact"
-    return "reliable" if row.get("reliable") else "UNRELIABLE"
+    # evaluation.json files written before the third verdict have "reliable" alone; a row whose
+    # "reliable" is false is never shown as reliable, whatever else it says.
+    status = row.get("verdict")
+    if status not in ("unchecked", "unreliable"):
+        status = "reliable" if row.get("reliable") else "unreliable"
+    return verdict_word(status)
 
 
 def _evaluation_blocks(evaluation: dict[str, Any]) -> list[Any]:
@@ -72,6 +77,8 @@ def _evaluation_blocks(evaluation: dict[str, Any]) -> list[Any]:
         if _verdict(row) == "UNRELIABLE":
             reasons = warnings or ("(no reason recorded)",)
             blocks.append(BulletList(reasons, f"{row['method']} is UNRELIABLE because:"))
+        elif _verdict(row) == "unchecked":
+            blocks.append(BulletList(warnings, f"{row['method']} is unchecked (not reliable):"))
         elif warnings:
             blocks.append(BulletList(warnings, f"{row['method']}: notes"))
     for line in evaluation.get("disagreements") or ():

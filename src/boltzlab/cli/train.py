@@ -57,6 +57,7 @@ from boltzlab.errors import ValidationError
 from boltzlab.models.dbm import DBM
 from boltzlab.models.rbm import RBM
 from boltzlab.models.trajectory import TRAJECTORY_FILE
+from boltzlab.models.witness import DEFAULT_WITNESS_ROWS, MAX_WITNESS_ROWS
 from boltzlab.rng import make_generator, spawn
 from boltzlab.training import available_phases, find_latest_checkpoint
 from boltzlab.training import train as train_model
@@ -350,6 +351,14 @@ Example:
     "RUN_DIR/trajectory.safetensors, for trajectory AIS and ptt; 0 keeps none.",
 )
 @click.option(
+    "--witness-rows",
+    type=click.IntRange(min=0, max=MAX_WITNESS_ROWS),
+    default=DEFAULT_WITNESS_ROWS,
+    show_default=True,
+    help="Training rows saved in the model file for the log Z verdict's missing-mass check "
+    "(docs/trust.md); 0 keeps no data in the model, and its estimates without --data say unchecked.",
+)
+@click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("run"),
@@ -442,6 +451,7 @@ def train(**options: Any) -> None:
         resume=options["resume"],
         progress=True,
         snapshots=options["snapshots"],
+        witness_rows=options["witness_rows"],
         snapshot_dir=out,
         chain_blocks=options["chain_blocks"],
     )

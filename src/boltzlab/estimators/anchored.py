@@ -173,7 +173,8 @@ def anchored_ais(
         A binary RBM, its base fitted to data as for AIS.
     anchor_data : Tensor or array, shape (n_examples, n_visible)
         Where the anchor chains start: the training data. Required: ``estimate_log_z`` passes
-        ``check_data`` here when this is not given, and the CLI passes ``--data``. (Chains from
+        ``check_data`` here when this is not given (by default the witness rows the model kept,
+        ``model.witness``), and the CLI passes ``--data``. (Chains from
         the base find what AIS finds: on the hard-model suite such an anchor left two sharp
         Fashion-MNIST RBMs 0.5 and 1.5 nats low with an error bar of 0.01–0.07.)
     anchor_chains : int, default 1000
@@ -219,7 +220,8 @@ def anchored_ais(
     if anchor_data is None:
         raise ValidationError(
             "anchored-ais starts its anchor chains from the training data: pass anchor_data=<training rows> "
-            "(or check_data=; CLI: --data). Without data use method='ais'"
+            "(or check_data=; CLI: --data), or fit the model's base with set_base_rate(train), which keeps "
+            "witness rows in the model. Without data use method='ais'"
         )
     generator = resolve_generator(generator, model.device)
     visited = _trimmed(

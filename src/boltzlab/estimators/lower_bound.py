@@ -68,8 +68,8 @@ class LowerBound:
         Good-Turing estimate of the probability mass outside the visited set, in [0, 1]:
         the fraction of draws that hit a state seen exactly once. Near 0 means the bound is
         likely tight; near 1 means it says little (typical for a layer of hundreds of units).
-    started_from : {"data", "data and base", "base"}
-        Where the chains started.
+    started_from : {"data", "data and base", "witness rows", "witness rows and base", "base"}
+        Where the chains started ("witness rows": the rows a model keeps, docs/trust.md).
     cost_sweeps : int
         Chain-sweeps spent (chains × sweeps).
     """
@@ -196,6 +196,7 @@ def certified_lower_bound(
     n_sweeps: int = 200,
     operator: Any = "gibbs",
     generator: torch.Generator | int | None = None,
+    data_label: str = "data",
 ) -> LowerBound:
     """A certified lower bound on ``log Z`` of a binary RBM from the states chains visit.
 
@@ -211,6 +212,8 @@ def certified_lower_bound(
         Sweeps at β = 1; the states of every sweep (and the starting states) are collected.
     operator : str or Operator, default "gibbs"
     generator : torch.Generator or int, optional
+    data_label : str, default "data"
+        What ``data`` is, in ``started_from`` (``"witness rows"`` for a model's kept rows).
 
     Returns
     -------
@@ -218,7 +221,13 @@ def certified_lower_bound(
         ``log_z`` never exceeds the exact ``log Z`` (up to float64 rounding).
     """
     visited = visited_states(
-        model, data=data, n_chains=n_chains, n_sweeps=n_sweeps, operator=operator, generator=generator
+        model,
+        data=data,
+        n_chains=n_chains,
+        n_sweeps=n_sweeps,
+        operator=operator,
+        generator=generator,
+        data_label=data_label,
     )
     return visited.bound()
 
@@ -231,6 +240,7 @@ def visited_states(
     n_sweeps: int = 200,
     operator: Any = "gibbs",
     generator: torch.Generator | int | None = None,
+    data_label: str = "data",
 ) -> VisitedStates:
     """The distinct states of the smaller layer that chains at β = 1 visit, with their ``log f``.
 
@@ -251,13 +261,13 @@ def visited_states(
                 pick = torch.randperm(rows.shape[0], generator=generator, device=model.device)[:n_chains]
                 rows = rows[pick]
             chains = model.chains_from(rows, generator=generator, beta=1.0)
-            started_from = "data"
+            started_from = data_label
             if rows.shape[0] < n_chains:
                 # Few rows (RAISE's held-out examples, say): the rest start from the base, so
                 # the bound is never weaker than the one without data.
                 base = model.init_chains(n_chains - rows.shape[0], generator=generator).with_beta(1.0)
                 chains = Chains.concatenate([chains, base])
-                started_from = "data and base"
+                started_from = f"{data_label} and base"
         else:
             chains = model.init_chains(n_chains, generator=generator).with_beta(1.0)
             started_from = "base"

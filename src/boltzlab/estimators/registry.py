@@ -59,8 +59,11 @@ def estimate_log_z(
     **options
         Method options, e.g. for AIS ``n_chains``, ``n_temperatures``, ``schedule``,
         ``operator``. Two more are the verdict's (docs/trust.md): ``check_data`` (rows where
-        the lower-bound witness starts its chains; ``"anchored-ais"`` also anchors on them when
-        given no ``anchor_data``) and ``lower_bound_sweeps`` (default 200; 0 skips the witness).
+        the lower-bound witness starts its chains, by default the witness rows the model kept
+        when its base was fitted, ``model.witness``; ``"anchored-ais"`` also anchors on them
+        when given no ``anchor_data``) and ``lower_bound_sweeps`` (default 200; 0 skips the
+        witness). Where neither gives rows, or the model has no certified bound, the verdict
+        is ``"unchecked"`` (``reliable=False``), never ``"reliable"``.
         Where the estimate's budget can grow (AIS with ``n_chains`` unset or ``max_chains``
         given; RTS, TS, TI, TI-RB and MBAR unless ``n_sweeps`` alone fixes it) the witness runs
         first, from a fork of ``generator`` that leaves the estimator's draws unchanged, and
@@ -95,8 +98,14 @@ def estimate_log_z(
             estimate_log_z, model, method, trajectory=trajectory, generator=generator, options=options
         )
     check_data = options.pop("check_data", None)
-    if check_data is None and method == "raise":
-        check_data = options.get("data")
+    if check_data is None and method in ("raise", "anchored-ais"):
+        # Their own rows are data: RAISE's held-out examples, anchored AIS's anchor rows.
+        check_data = options.get("data" if method == "raise" else "anchor_data")
+    data_label = "data"
+    if check_data is None:
+        # The rows the model kept when its base was fitted (docs/trust.md, "The witness rows"):
+        # without them the witness starts from the base and the verdict says "unchecked".
+        check_data, data_label = getattr(model, "witness", None), "witness rows"
     if method == "anchored-ais" and check_data is not None and options.get("anchor_data") is None:
         # The rows that start the verdict's witness are the ones that anchor the estimate.
         options["anchor_data"] = check_data
@@ -128,6 +137,7 @@ def estimate_log_z(
             n_chains=WITNESS_CHAINS,
             n_sweeps=lower_bound_sweeps,
             generator=fork(generator, WITNESS_STREAM),
+            data_label=data_label,
         )
         options["lower_bound"] = bound
     estimate = function(model, generator=generator, **options)
@@ -139,4 +149,5 @@ def estimate_log_z(
         lower_bound_sweeps=lower_bound_sweeps,
         generator=generator,
         bound=bound,
+        data_label=data_label,
     )

@@ -29,14 +29,21 @@ class LogZEstimate:
     info : Any
         Method-specific diagnostics (a dataclass), e.g. the AIS log-weights and ESS.
     reliable : bool
-        The verdict: ``False`` when a diagnostic the estimator could compute says that
-        ``log_z ± stderr`` cannot be trusted (see ``docs/trust.md``). Exact results are
-        always reliable.
+        ``True`` only when every check passed *and* the missing-mass witness reached data
+        (docs/trust.md): code that reads this alone is never told to trust an estimate that
+        nothing checked. Exact results are always reliable.
     warnings : tuple of str
         One sentence per failed (or skipped) check, naming the diagnostic, its value and the
-        threshold, e.g. ``"effective sample size 3.1 of 100 chains is below 10"``.
+        threshold, e.g. ``"effective sample size 3.1 of 100 chains is below 10"``; failures
+        first, then the ``unchecked`` sentence, then notes.
     lower_bound : LowerBound or None
         The certified lower bound the verdict compared ``log_z`` with, when one was computed.
+    failed : bool
+        Whether a check failed (the verdict is then ``"unreliable"``, whatever else holds).
+    unchecked : str
+        Empty when the missing-mass witness started from data; otherwise one sentence saying
+        what was not checked and how to check it. A non-empty ``unchecked`` makes
+        ``reliable`` ``False`` (the verdict ``"unchecked"`` unless a check also failed).
     """
 
     log_z: float
@@ -48,19 +55,44 @@ class LogZEstimate:
     reliable: bool = True
     warnings: tuple[str, ...] = ()
     lower_bound: Any = field(default=None, repr=False)
+    failed: bool = False
+    unchecked: str = ""
 
     def __post_init__(self) -> None:
         # Normalise a list given by a caller so the result stays hashable and immutable.
         if not isinstance(self.warnings, tuple):
             object.__setattr__(self, "warnings", tuple(self.warnings))
+        # One invariant, whichever fields a caller set: ``reliable`` is True only when nothing
+        # failed and the witness reached data; ``reliable=False`` alone means a check failed.
+        if self.failed or self.unchecked:
+            object.__setattr__(self, "reliable", False)
+        elif not self.reliable:
+            object.__setattr__(self, "failed", True)
+
+    @property
+    def status(self) -> Literal["reliable", "unchecked", "unreliable"]:
+        """The verdict in one word: a failed check wins over an unchecked witness."""
+        if self.failed:
+            return "unreliable"
+        return "unchecked" if self.unchecked else "reliable"
+
+    @property
+    def reason(self) -> str:
+        """Why the estimate is not reliable: the first failure, or what was not checked; ``""`` if reliable."""
+        if self.failed:
+            return self.warnings[0] if self.warnings else "no reason recorded"
+        return self.unchecked
 
     @property
     def verdict(self) -> str:
-        """``"reliable"``, or ``"UNRELIABLE: <first reason>"`` (all reasons in ``warnings``)."""
-        if self.reliable:
-            return "reliable"
-        reason = self.warnings[0] if self.warnings else "no reason recorded"
-        return f"UNRELIABLE: {reason}"
+        """``"reliable"``, ``"unchecked"``, or ``"UNRELIABLE: <first reason>"`` (all reasons in ``warnings``).
+
+        ``"unchecked"``: every check that ran passed, but nothing looked for probability mass
+        that only data reach (``unchecked`` says what and how to check it).
+        """
+        if self.status == "unreliable":
+            return f"UNRELIABLE: {self.reason}"
+        return self.status
 
     def interval(self, z: float = 2.0) -> tuple[float, float]:
         """``log_z ± z·stderr``."""
@@ -80,4 +112,6 @@ class LogZEstimate:
         else:
             error = f"± {self.stderr:.4f}"
         text = f"log Z = {self.log_z:.4f} {error} ({self.method}, {self.cost_sweeps} chain-sweeps)"
+        if self.status == "unchecked":
+            return f"{text} unchecked: {self.unchecked}"
         return text if self.reliable else f"{text} {self.verdict}"

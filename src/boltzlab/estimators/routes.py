@@ -80,7 +80,9 @@ def with_trajectory_route(
     """
     trajectory_route = fork(generator, ROUTE_STREAM)  # drawn before either run, same stream always
     first = estimate(model, method, generator=generator, **options)
-    if first.reliable or trajectory is None or not isinstance(model, RBM):
+    # "Flagged" is a failed check: an unchecked estimate (no data to start the witness from)
+    # passed every check, and the other route could reach no more data than it did.
+    if not first.failed or trajectory is None or not isinstance(model, RBM):
         return first
     shared = {
         key: options[key]
@@ -91,7 +93,7 @@ def with_trajectory_route(
         model, TRAJECTORY_ROUTES[method], generator=trajectory_route, trajectory=trajectory, **shared
     )
     cost = first.cost_sweeps + second.cost_sweeps
-    if second.reliable:
+    if not second.failed:
         note = (
             f"{method} {_HANDED_OVER} ({first.verdict.removeprefix('UNRELIABLE: ')}; "
             f"{first.log_z:.4f} ± {first.stderr:.2g}); reported: {second.method} along the training "

@@ -100,11 +100,14 @@ class Verdict:
     """Collects failed checks; ``apply`` stamps them on an estimate.
 
     ``notes`` are sentences worth showing that do not make the estimate unreliable (e.g.
-    that a check could not be run).
+    how the error bar was widened). ``unchecked`` is the sentence of a check that could not
+    reach data (the missing-mass witness): it leaves the estimate ``"unchecked"``, never
+    ``reliable`` (docs/trust.md, "Three verdicts").
     """
 
     failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    unchecked: str = ""
 
     def check(self, message: str | None) -> None:
         """Record ``message`` as a failure unless it is ``None`` (the check passed)."""
@@ -115,11 +118,21 @@ class Verdict:
         """Record a sentence that does not change the verdict."""
         self.notes.append(message)
 
+    def uncheck(self, message: str) -> None:
+        """Record what could not be checked (and how to check it): the verdict becomes ``"unchecked"``."""
+        self.unchecked = message
+
     def apply(self, estimate: LogZEstimate) -> LogZEstimate:
-        """``estimate`` with these failures and notes added to its own."""
-        reliable = estimate.reliable and not self.failures
-        warnings = tuple(estimate.warnings) + tuple(self.failures) + tuple(self.notes)
-        return dataclasses.replace(estimate, reliable=reliable, warnings=warnings)
+        """``estimate`` with these failures, the unchecked sentence and the notes added to its own."""
+        unchecked = estimate.unchecked or self.unchecked
+        new_unchecked = (self.unchecked,) if self.unchecked and not estimate.unchecked else ()
+        warnings = tuple(estimate.warnings) + tuple(self.failures) + new_unchecked + tuple(self.notes)
+        return dataclasses.replace(
+            estimate,
+            failed=estimate.failed or bool(self.failures),
+            unchecked=unchecked,
+            warnings=warnings,
+        )
 
 
 def check_stderr(stderr: float) -> str | None:

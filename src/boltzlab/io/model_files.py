@@ -3,7 +3,10 @@
 A model file holds the tensors its kind lists in :data:`MODEL_KINDS` and the metadata
 ``format="boltzlab-model"``, ``format_version``, ``kind``, ``shapes`` (JSON), ``dtype``,
 ``base_fitted`` and ``metadata`` (JSON: the model's own metadata, e.g. a training config).
-A new model kind is one :func:`register_model_kind` call in the model's own module.
+A model that keeps witness rows (``model.witness_bits``: data rows packed eight units to a
+byte, docs/trust.md) also holds them as the uint8 tensor ``"witness"``; files without it load
+as models without a witness. A new model kind is one :func:`register_model_kind` call in the
+model's own module.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ __all__ = [
     "MODEL_FORMAT",
     "MODEL_FORMAT_VERSION",
     "MODEL_KINDS",
+    "WITNESS_TENSOR",
     "ModelKind",
     "load_model",
     "register_model_kind",
@@ -70,6 +74,9 @@ class ModelKind:
     expected_shapes: Callable[[dict[str, tuple[int, ...]]], dict[str, tuple[int, ...]]]
     build: Callable[..., Any]
 
+
+# The optional tensor of a model's witness rows, the one tensor not in the model's float dtype.
+WITNESS_TENSOR = "witness"
 
 # Filled by each model module when it is imported (``import boltzlab`` imports them all),
 # so a new model kind is one call in its own module and io never imports a model.
@@ -137,6 +144,9 @@ def save_model(model: nn.Module, path: str | Path, *, metadata: Mapping[str, Any
                 f"model {name} contains NaN or infinite values (training diverged?), so nothing was "
                 "written; retrain with a smaller learning rate, or keep the raw tensors with save_checkpoint"
             )
+    witness = getattr(model, "witness_bits", None)
+    if witness is not None:
+        tensors[WITNESS_TENSOR] = cpu_copies({WITNESS_TENSOR: witness}, "witness rows")[WITNESS_TENSOR]
     header = {
         "format": MODEL_FORMAT,
         "format_version": str(MODEL_FORMAT_VERSION),
@@ -267,6 +277,7 @@ def load_model(
     declared = json_entry(path, what, header, "shapes", dict)
     metadata = json_entry(path, what, header, "metadata", dict)
 
+    witness = _take_witness(path, tensors, declared)
     _check_model_tensors(path, kind, tensors, declared, file_dtype)
     target = file_dtype if dtype is None else dtype
     converted = {name: tensor.to(target) for name, tensor in tensors.items()}
@@ -282,4 +293,28 @@ def load_model(
         raise refuse(path, what, str(error)) from None
     model.base_fitted = header["base_fitted"] == "true"
     model.metadata = metadata
+    if witness is not None:
+        if not hasattr(model, "set_witness_bits"):
+            raise refuse(
+                path, what, f"unexpected tensor {WITNESS_TENSOR!r}: a {kind.name} keeps no witness rows"
+            )
+        try:
+            model.set_witness_bits(witness)
+        except ValidationError as error:
+            raise refuse(path, what, str(error)) from None
     return model
+
+
+def _take_witness(path: Path, tensors: dict[str, Tensor], declared: dict[str, Any]) -> Tensor | None:
+    """Remove the witness rows from ``tensors`` and ``declared`` (checked against each other)."""
+    if WITNESS_TENSOR not in tensors:
+        return None
+    witness = tensors.pop(WITNESS_TENSOR)
+    recorded = declared.pop(WITNESS_TENSOR, None)
+    if not isinstance(recorded, list) or tuple(recorded) != tuple(witness.shape):
+        raise refuse(
+            path,
+            "model file",
+            f"its 'shapes' entry records {WITNESS_TENSOR!r} as {short(recorded)}, unlike the tensor",
+        )
+    return witness

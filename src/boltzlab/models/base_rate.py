@@ -25,6 +25,7 @@ from torch import Tensor
 from boltzlab import gemm
 from boltzlab.chains import Chains
 from boltzlab.models.base import all_ones, chains_at, tempered_log_f
+from boltzlab.models.witness import DEFAULT_WITNESS_ROWS, WitnessRows
 from boltzlab.numerics import softplus
 from boltzlab.rng import resolve_generator, sample_bernoulli
 from boltzlab.validation import as_binary_tensor, check_positive_int, require
@@ -101,12 +102,13 @@ class UniformHiddenBase:
         return chains_at((v, *hidden), beta)
 
 
-class BaseRateModel(UniformHiddenBase):
+class BaseRateModel(WitnessRows, UniformHiddenBase):
     """Mixin for a binary model whose base is base-rate on ``v`` and uniform on every hidden layer.
 
     The model provides the ``base_logits`` buffer (shape ``(n_visible,)``), the ``base_fitted``
     flag, ``layer_sizes`` (visible first), ``dtype``, ``device`` and ``energy``; it gets
-    :meth:`set_base_rate`, :meth:`set_uniform_base`, :meth:`log_f` and the base's pieces.
+    :meth:`set_base_rate`, :meth:`set_uniform_base`, :meth:`log_f`, the base's pieces and the
+    witness rows of :class:`~boltzlab.models.witness.WitnessRows`.
     """
 
     base_logits: Tensor
@@ -116,8 +118,10 @@ class BaseRateModel(UniformHiddenBase):
     device: torch.device
     energy: Callable[[tuple[Tensor, ...]], Tensor]
 
-    def set_base_rate(self, data: Tensor, *, smoothing: float = 0.05) -> Self:
-        """Fit the base-rate base to ``data``'s marginals; returns ``self``.
+    def set_base_rate(
+        self, data: Tensor, *, smoothing: float = 0.05, witness_rows: int = DEFAULT_WITNESS_ROWS
+    ) -> Self:
+        """Fit the base-rate base to ``data``'s marginals and keep witness rows of it; returns ``self``.
 
         ``p̄ = (1 − smoothing)·mean(data) + smoothing/2`` keeps every marginal inside (0, 1);
         the smoothing changes the variance of estimators, never their target.
@@ -126,8 +130,13 @@ class BaseRateModel(UniformHiddenBase):
         ----------
         data : Tensor, shape (n_examples, n_visible), values 0/1
         smoothing : float in (0, 1], default 0.05
+        witness_rows : int, default 1000
+            Rows of ``data`` the model keeps (and saves) for the verdict's missing-mass
+            witness (:meth:`set_witness`, docs/trust.md); 0 keeps none, and estimates without
+            ``check_data`` then say ``"unchecked"``.
         """
         logits = base_rate_logits(data, self.layer_sizes[0], smoothing=smoothing, device=self.device)
+        self.set_witness(data, n_rows=witness_rows)
         with torch.no_grad():
             self.base_logits.copy_(logits.to(self.dtype))
         self.base_fitted = True

@@ -47,7 +47,7 @@ __all__ = [
 # The history's tempering diagnostics, in the order they are drawn.
 SAMPLER_RATE_METRICS = (*PT_METRICS, *ST_METRICS, *TT_METRICS)
 # Cell texts of a verdict column that get a coloured badge.
-_VERDICT_CLASSES = {"reliable": "ok", "exact": "exact", "UNRELIABLE": "bad"}
+_VERDICT_CLASSES = {"reliable": "ok", "exact": "exact", "UNRELIABLE": "bad", "unchecked": "unchecked"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +79,7 @@ class Table:
     numeric : tuple of int
         Columns aligned right (numbers).
     verdict_column : int, optional
-        Column whose ``reliable`` / ``UNRELIABLE`` / ``exact`` cells are drawn as badges.
+        Column whose ``reliable`` / ``unchecked`` / ``UNRELIABLE`` / ``exact`` cells are drawn as badges.
     """
 
     header: tuple[str, ...]
@@ -165,6 +165,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 .badge.ok { background: #dff3e4; color: #1e6b34; }
 .badge.bad { background: #fbe0e0; color: #a12626; }
 .badge.exact { background: #e4ebf7; color: #244a86; }
+.badge.unchecked { background: #fdf0d5; color: #8a5a00; }
 figure { margin: 10px 0 16px; }
 figure img { max-width: 100%; height: auto; border: 1px solid #e3e6ea; }
 figcaption { color: #56606e; font-size: 13px; margin-top: 4px; }

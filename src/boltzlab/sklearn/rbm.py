@@ -110,9 +110,10 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     log_z_estimate_ : boltzlab.LogZEstimate
         log Z of the current parameters, computed at first use and kept until they change
         (``fit``, ``partial_fit``, ``set_params`` or a write into the parameters).
-    log_z_, log_z_stderr_, log_z_method_, log_z_reliable_ : float, float, str, bool
-        Its value (nats), standard error (0 when exact), the method that produced it and the
-        estimator's own verdict.
+    log_z_, log_z_stderr_, log_z_method_, log_z_reliable_, log_z_verdict_ : float, float, str, bool, str
+        Its value (nats), standard error (0 when exact), the method that produced it, whether
+        it can be trusted, and the estimator's verdict: ``"reliable"``, ``"unchecked"`` (no
+        witness reached data) or ``"unreliable"`` (docs/trust.md).
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when ``fit`` was given column names.
@@ -340,7 +341,14 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     log_z_ = property(lambda self: self.log_z_estimate_.log_z, doc="log Z in nats.")
     log_z_stderr_ = property(lambda self: self.log_z_estimate_.stderr, doc="Its standard error (0: exact).")
     log_z_method_ = property(lambda self: self.log_z_estimate_.method, doc="The method that gave log Z.")
-    log_z_reliable_ = property(lambda self: self.log_z_estimate_.reliable, doc="The estimator's verdict.")
+    log_z_reliable_ = property(
+        lambda self: self.log_z_estimate_.reliable,
+        doc="Whether log Z can be trusted: False when unreliable or unchecked.",
+    )
+    log_z_verdict_ = property(
+        lambda self: self.log_z_estimate_.status,
+        doc='The verdict in one word: "reliable", "unchecked" or "unreliable" (docs/trust.md).',
+    )
 
     # ------------------------------------------------------------------ transforming and scoring
     def transform(self, X: Any) -> np.ndarray:

@@ -214,7 +214,9 @@ class TrainingLoop:
 
     # ------------------------------------------------------------------ start
     def start_fresh(self) -> None:
-        if self._config.fit_base_rate and hasattr(self._model, "set_base_rate"):
+        if self._config.fit_base_rate and hasattr(self._model, "set_witness"):
+            self._model.set_base_rate(self._data, witness_rows=self._config.witness_rows)
+        elif self._config.fit_base_rate and hasattr(self._model, "set_base_rate"):
             self._model.set_base_rate(self._data)
         with torch.no_grad():
             self.phase_state = self.phase.init(self._model, self._data, generator=self.generator)
@@ -238,6 +240,10 @@ class TrainingLoop:
                 f"cannot resume from {path}: the training data differ from the checkpoint's "
                 f"({state.data_fingerprint} vs {data_fingerprint(self._data)})"
             )
+        if self._config.fit_base_rate and hasattr(self._model, "set_witness"):
+            # The witness is not in the checkpoint: it is a fixed choice of the data's rows, and
+            # the data are the checkpoint's (fingerprinted above), so it comes back bit for bit.
+            self._model.set_witness(self._data, n_rows=self._config.witness_rows)
         try:
             self._model.load_state_dict(state.model_state)
         except RuntimeError as error:

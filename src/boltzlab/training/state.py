@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from boltzlab.chains import Chains
 from boltzlab.errors import ModelFileError
 from boltzlab.io import Checkpoint
+from boltzlab.models.witness import DEFAULT_WITNESS_ROWS
 from boltzlab.training.negative import NegativePhase
 
 __all__ = [
@@ -65,6 +66,8 @@ class TrainConfig:
     track_exact_every: int | None
     checkpoint_every: int | None
     fit_base_rate: bool
+    #: Rows of the data the model keeps as its verdict's witness (0: none; docs/trust.md).
+    witness_rows: int = DEFAULT_WITNESS_ROWS
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

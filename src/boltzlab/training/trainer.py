@@ -25,6 +25,7 @@ from boltzlab import distributed
 from boltzlab import operators as operator_registry
 from boltzlab.errors import ValidationError
 from boltzlab.io import load_checkpoint
+from boltzlab.models.witness import DEFAULT_WITNESS_ROWS
 from boltzlab.rng import resolve_generator
 from boltzlab.training.callbacks import (
     Callback,
@@ -101,6 +102,7 @@ def train(
     resume: bool = False,
     progress: bool = False,
     fit_base_rate: bool = True,
+    witness_rows: int = DEFAULT_WITNESS_ROWS,
     snapshots: int | None = DEFAULT_MAX_SNAPSHOTS,
     snapshot_dir: str | Path | None = None,
     chain_blocks: int | None = None,
@@ -180,6 +182,10 @@ def train(
         Show a ``tqdm`` progress bar.
     fit_base_rate : bool, default True
         Fit the model's base-rate base to ``data`` before training.
+    witness_rows : int, default 1000
+        With ``fit_base_rate``, rows of ``data`` a binary model keeps (and saves) as the
+        witness of its log Z verdicts (``model.set_witness``, docs/trust.md); 0 keeps no data
+        in the model, and its estimates then say ``"unchecked"`` unless given ``check_data``.
     snapshots : int or None, default 64
         Most parameter snapshots of an RBM recorded along the run, geometrically spaced in
         updates (:class:`~boltzlab.training.snapshots.SnapshotRecorder`): the training
@@ -301,6 +307,7 @@ def train(
         track_exact_every=track_exact_every,
         checkpoint_every=checkpoint_every,
         fit_base_rate=bool(fit_base_rate),
+        witness_rows=witness_rows,
     )
     before: list[Callback] = [] if track_exact_every is None else [ExactLikelihoodTracker(track_exact_every)]
     after: list[Callback] = []
