@@ -344,6 +344,7 @@ def score(model: Any, method: str, *, exact: float, seed: int, options: dict[str
         "bound": estimate.bound or "",
         "reliable": getattr(estimate, "reliable", None),
         "verdict": getattr(estimate, "status", None),
+        "witness": getattr(getattr(estimate, "lower_bound", None), "started_from", ""),
         "warnings": " | ".join(warnings),
         "exception": "",
     }
@@ -403,7 +404,9 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         "--check-data",
         action="store_true",
         help="Start every verdict's lower-bound witness from the training data, as boltzlab evaluate "
-        "does (default: from the base, as estimate_log_z does without check_data).",
+        "does (default: from the rows each model keeps, as estimate_log_z does without check_data; "
+        "a model cached before witness rows existed keeps none, and its verdicts say unchecked: the "
+        "witness column of hard_models.csv says which).",
     )
     parser.add_argument("--retrain", action="store_true", help="Ignore cached models.")
     parser.add_argument("--cache", type=Path, default=ROOT / "runs" / "hard-models")

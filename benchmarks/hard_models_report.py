@@ -59,6 +59,7 @@ COLUMNS = (
     "bound",
     "reliable",
     "verdict",
+    "witness",
     "warnings",
     "confident_miss",
     "covered_2se",

@@ -64,7 +64,10 @@ def main() -> None:
     exact = bl.exact_log_z(model)
     print(f"exact log Z {exact:.4f}", flush=True)
     budget = {"n_chains": 100, "n_temperatures": 1000} if arguments.fast else {}
-    for label, options in (("no data", {}), ("check_data=train[:20000]", {"check_data": train[:20_000]})):
+    no_data = "no check_data" + (
+        ", no witness rows" if arguments.no_witness else ", the model's witness rows"
+    )
+    for label, options in ((no_data, {}), ("check_data=train[:20000]", {"check_data": train[:20_000]})):
         started = time.perf_counter()
         estimate = bl.estimate_log_z(model, "ais", generator=3, **budget, **options)
         seconds = time.perf_counter() - started

@@ -52,7 +52,7 @@ def main() -> None:
     )  # fmt: skip
     print(
         f"RTS with exact, frozen weights: error {estimate.log_z - exact[-1]:+.4f} ± {estimate.stderr:.4f} "
-        f"({'reliable' if estimate.reliable else 'UNRELIABLE'}; {time.perf_counter() - started:.0f} s)"
+        f"({estimate.status}; {time.perf_counter() - started:.0f} s)"
     )
     for warning in estimate.warnings:
         print(f"  - {warning}")

@@ -90,8 +90,10 @@ def test_tempered_run_shows_rates_and_log_z_table_with_verdicts(tempered_run: Pa
         assert f"{row['log_z']:.4f}" in log_z
         if row["method"] != "exact":
             assert f"± {row['stderr']:.4f}" in log_z  # the log-likelihoods carry log Z's error bar
-            verdict = "reliable" if row["reliable"] else "UNRELIABLE"
-            assert f'<span class="badge {"ok" if row["reliable"] else "bad"}">{verdict}</span>' in log_z
+            verdict, badge = {"reliable": ("reliable", "ok"), "unchecked": ("unchecked", "unchecked")}.get(
+                row["verdict"], ("UNRELIABLE", "bad")
+            )
+            assert f'<span class="badge {badge}">{verdict}</span>' in log_z
     assert '<span class="badge exact">exact</span>' in log_z
     assert "log Z: ais" in sections["timings"] and "updates/s" in sections["timings"]
 

@@ -147,8 +147,25 @@ def test_the_witness_survives_save_and_load_bit_identically(tmp_path):
     model = bl.RBM(11, 3, generator=0).set_base_rate(data)
     loaded = bl.RBM.load(model.save(tmp_path / "m.safetensors"))
     assert torch.equal(loaded.witness_bits, model.witness_bits)
-    dbm = random_dbm((6, 4, 3), seed=2, scale=1.0).set_base_rate(data[:, :6])
-    assert torch.equal(bl.DBM.load(dbm.save(tmp_path / "d.safetensors")).witness_bits, dbm.witness_bits)
+
+
+def test_a_dbm_keeps_no_rows_and_a_dbm_file_holding_some_is_refused(tmp_path):
+    """Nothing would use them (no certified bound): a DBM's file holds no training data."""
+    data = (torch.rand(30, 6, generator=torch.Generator().manual_seed(1)) < 0.4).float()
+    dbm = random_dbm((6, 4, 3), seed=2, scale=1.0).set_base_rate(data)
+    assert getattr(dbm, "witness_bits", None) is None and dbm.base_fitted
+    path = dbm.save(tmp_path / "d.safetensors")
+    assert "witness" not in load_file(path)
+
+    def add_rows(tensors, header):
+        tensors["witness"] = torch.zeros(30, 1, dtype=torch.uint8)
+        shapes = json.loads(header["shapes"])
+        shapes["witness"] = [30, 1]
+        header["shapes"] = json.dumps(shapes)
+
+    _rewrite(path, add_rows)
+    with pytest.raises(ModelFileError, match="unexpected tensor 'witness': a dbm keeps no witness rows"):
+        bl.DBM.load(path)
 
 
 def test_a_model_file_without_witness_rows_loads_and_reports_unchecked(tmp_path):
@@ -160,6 +177,14 @@ def test_a_model_file_without_witness_rows_loads_and_reports_unchecked(tmp_path)
     assert loaded.witness is None
     estimate = bl.estimate_log_z(loaded, "ais", n_chains=32, n_temperatures=100, generator=0)
     assert estimate.status == "unchecked" and not estimate.reliable
+
+
+def _empty_witness(tensors, header):
+    """A witness of no rows whose shape entry agrees (the row-count check, not the shape check)."""
+    tensors["witness"] = torch.zeros(0, 2, dtype=torch.uint8)
+    shapes = json.loads(header["shapes"])
+    shapes["witness"] = [0, 2]
+    header["shapes"] = json.dumps(shapes)
 
 
 def _rewrite(path, change):
@@ -178,6 +203,7 @@ def _rewrite(path, change):
         (lambda t, h: t.update(witness=t["witness"].float()), "witness rows must be uint8 of shape"),
         (lambda t, h: t.update(witness=t["witness"][:, :1].contiguous()), "unlike the tensor"),
         (lambda t, h: t.update(witness=torch.zeros(0, 2, dtype=torch.uint8)), "unlike the tensor"),
+        (_empty_witness, "witness rows must number 1 to 100000, got 0"),
     ],
 )
 def test_a_hostile_witness_tensor_is_refused_clearly(tmp_path, change, message):
@@ -205,11 +231,12 @@ def test_a_witness_whose_shape_entry_is_consistent_but_width_wrong_is_refused(tm
 
 # ---------------------------------------------------------------------------- training
 def test_training_keeps_the_witness_and_a_resumed_run_the_same_rows(tmp_path):
-    data = (torch.rand(400, 12, generator=torch.Generator().manual_seed(5)) < 0.3).float()
+    # More rows than are kept, so a resume that chose other rows would show.
+    data = (torch.rand(1500, 12, generator=torch.Generator().manual_seed(5)) < 0.3).float()
     options = {"algorithm": "pcd", "batch_size": 20, "generator": 3, "snapshots": None}
     whole = bl.RBM(12, 4, generator=0)
     bl.train(whole, data, n_updates=40, checkpoint_dir=tmp_path / "a", checkpoint_every=20, **options)
-    assert whole.witness_bits.shape == (400, 2)
+    assert whole.witness_bits.shape == (DEFAULT_WITNESS_ROWS, 2)
     first = bl.RBM(12, 4, generator=0)
     bl.train(first, data, n_updates=20, checkpoint_dir=tmp_path / "b", checkpoint_every=20, **options)
     resumed = bl.RBM(12, 4, generator=0)  # a fresh process: nothing but the checkpoint and the data

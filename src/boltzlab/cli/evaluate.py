@@ -114,7 +114,8 @@ class EvaluationRow:
     reliable : bool
         Whether the estimate can be trusted (docs/trust.md): ``False`` for ``"unchecked"`` too.
     verdict : {"reliable", "unchecked", "unreliable"}
-        The estimate's verdict (:attr:`~boltzlab.estimators.result.LogZEstimate.status`).
+        The estimate's verdict (:attr:`~boltzlab.estimators.result.LogZEstimate.status`); a row
+        built with ``reliable=False`` alone is ``"unreliable"``, never shown as reliable.
     warnings : tuple of str
         Its reasons and notes.
     diagnostics : dict
@@ -136,11 +137,18 @@ class EvaluationRow:
     test_log_likelihood: float
     seconds: float
     reliable: bool = True
-    verdict: str = "reliable"
+    verdict: str = ""
     warnings: tuple[str, ...] = ()
     diagnostics: dict[str, Any] = field(default_factory=dict)
     budget_grew: str = ""
     route_note: str = ""
+
+    def __post_init__(self) -> None:
+        # One verdict, whichever of the two fields a caller gave: "reliable" needs both.
+        if self.verdict not in ("unchecked", "unreliable"):
+            object.__setattr__(self, "verdict", "reliable" if self.reliable else "unreliable")
+        elif self.reliable:
+            object.__setattr__(self, "reliable", False)
 
 
 def default_methods(model: nn.Module, *, has_trajectory: bool = False) -> tuple[str, ...]:

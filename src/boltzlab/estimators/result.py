@@ -39,7 +39,11 @@ class LogZEstimate:
     lower_bound : LowerBound or None
         The certified lower bound the verdict compared ``log_z`` with, when one was computed.
     failed : bool
-        Whether a check failed (the verdict is then ``"unreliable"``, whatever else holds).
+        Whether a check failed (the verdict is then ``"unreliable"``, whatever else holds). The
+        source of truth: an estimator may still say ``reliable=False`` when it builds a result
+        (that sets ``failed``), but code that changes a judged estimate with
+        ``dataclasses.replace`` sets ``failed=`` or ``unchecked=``, since ``reliable`` is
+        derived from both.
     unchecked : str
         Empty when the missing-mass witness started from data; otherwise one sentence saying
         what was not checked and how to check it. A non-empty ``unchecked`` makes

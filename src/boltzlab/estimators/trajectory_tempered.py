@@ -296,7 +296,7 @@ def _estimate(
         estimate,
         method=method,
         info=info,
-        reliable=estimate.reliable and floor is None,
+        failed=estimate.failed or floor is not None,
         warnings=tuple(estimate.warnings) + ((floor,) if floor else ()),
     )
 

@@ -102,13 +102,15 @@ class UniformHiddenBase:
         return chains_at((v, *hidden), beta)
 
 
-class BaseRateModel(WitnessRows, UniformHiddenBase):
+class BaseRateModel(UniformHiddenBase):
     """Mixin for a binary model whose base is base-rate on ``v`` and uniform on every hidden layer.
 
     The model provides the ``base_logits`` buffer (shape ``(n_visible,)``), the ``base_fitted``
     flag, ``layer_sizes`` (visible first), ``dtype``, ``device`` and ``energy``; it gets
-    :meth:`set_base_rate`, :meth:`set_uniform_base`, :meth:`log_f`, the base's pieces and the
-    witness rows of :class:`~boltzlab.models.witness.WitnessRows`.
+    :meth:`set_base_rate`, :meth:`set_uniform_base`, :meth:`log_f` and the base's pieces. A
+    model that also mixes in :class:`~boltzlab.models.witness.WitnessRows` (the RBM, whose log Z
+    verdict has a certified bound to start from data) keeps witness rows of the data its base
+    is fitted to.
     """
 
     base_logits: Tensor
@@ -131,12 +133,14 @@ class BaseRateModel(WitnessRows, UniformHiddenBase):
         data : Tensor, shape (n_examples, n_visible), values 0/1
         smoothing : float in (0, 1], default 0.05
         witness_rows : int, default 1000
-            Rows of ``data`` the model keeps (and saves) for the verdict's missing-mass
-            witness (:meth:`set_witness`, docs/trust.md); 0 keeps none, and estimates without
-            ``check_data`` then say ``"unchecked"``.
+            Rows of ``data`` a model with witness rows (an RBM) keeps and saves for the
+            verdict's missing-mass witness (``set_witness``, docs/trust.md); 0 keeps none, and
+            estimates without ``check_data`` then say ``"unchecked"``. A model with no
+            certified bound (a DBM) keeps none: nothing would use them.
         """
         logits = base_rate_logits(data, self.layer_sizes[0], smoothing=smoothing, device=self.device)
-        self.set_witness(data, n_rows=witness_rows)
+        if isinstance(self, WitnessRows):
+            self.set_witness(data, n_rows=witness_rows)
         with torch.no_grad():
             self.base_logits.copy_(logits.to(self.dtype))
         self.base_fitted = True

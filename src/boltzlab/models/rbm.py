@@ -33,6 +33,7 @@ from boltzlab.models.base_rate import BaseRateModel
 from boltzlab.models.bipartite import BipartiteModel
 from boltzlab.models.files import rbm_kind
 from boltzlab.models.parameters import check_dtype
+from boltzlab.models.witness import WitnessRows
 from boltzlab.numerics import softplus
 from boltzlab.validation import require
 
@@ -89,7 +90,7 @@ def enumerate_softplus_sums(
         yield softplus(inputs).sum(1) + low_linear + shift
 
 
-class RBM(BaseRateModel, BipartiteModel, nn.Module):
+class RBM(WitnessRows, BaseRateModel, BipartiteModel, nn.Module):
     """A binary-binary RBM; parameters only, so ``torch.optim`` and ``state_dict`` work.
 
     Parameters
@@ -115,6 +116,9 @@ class RBM(BaseRateModel, BipartiteModel, nn.Module):
         ``b^A``, the log-odds of the base-rate model (zeros: uniform base).
     base_fitted : bool
         Whether ``base_logits`` was fitted to data (``set_base_rate``).
+    witness : Tensor or None, shape (n_rows, n_visible)
+        Rows of the data the base was fitted to, kept (and saved) for the log Z verdict's
+        missing-mass witness (:class:`~boltzlab.models.witness.WitnessRows`, docs/trust.md).
 
     Examples
     --------

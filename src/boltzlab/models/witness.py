@@ -1,7 +1,7 @@
-"""The witness rows a binary model keeps: a few data rows for the verdict's missing-mass check.
+"""The witness rows an RBM keeps: a few data rows for the log Z verdict's missing-mass check.
 
 A log Z estimate is checked against a certified lower bound whose chains must start from
-data to find a mode that only data reach (docs/trust.md, "The witness rows"). A model that
+data to find a mode that only data reach (docs/trust.md, "The witness rows"). An RBM that
 was fitted to data (``set_base_rate(data)``, or training, which fits it) keeps up to
 :data:`DEFAULT_WITNESS_ROWS` of those rows, so that every later estimate — ``logz MODEL``
 without ``--data``, the report of a model whose run folder is gone — starts the witness from
@@ -62,7 +62,8 @@ def _choose_rows(n_examples: int, n_rows: int) -> Tensor:
 
 
 class WitnessRows:
-    """Mixin for a binary model: ``set_witness``, ``clear_witness`` and the ``witness`` rows.
+    """Mixin for a model whose verdict has a certified bound (the RBM): ``set_witness``,
+    ``clear_witness`` and the ``witness`` rows.
 
     The model provides ``layer_sizes`` (visible first), ``dtype`` and ``device``. The rows
     are kept packed on the CPU (``witness_bits``, uint8, shape ``(n, ceil(n_visible / 8))``),
