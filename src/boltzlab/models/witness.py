@@ -23,7 +23,14 @@ from torch import Tensor
 
 from boltzlab.validation import as_binary_tensor, require
 
-__all__ = ["DEFAULT_WITNESS_ROWS", "MAX_WITNESS_ROWS", "WitnessRows", "pack_bits", "unpack_bits"]
+__all__ = [
+    "DEFAULT_WITNESS_ROWS",
+    "MAX_WITNESS_ROWS",
+    "WitnessRows",
+    "check_witness_rows",
+    "pack_bits",
+    "unpack_bits",
+]
 
 #: Rows kept by default: as many as the verdict's witness runs chains (one chain per row).
 DEFAULT_WITNESS_ROWS = 1000
@@ -31,6 +38,15 @@ DEFAULT_WITNESS_ROWS = 1000
 MAX_WITNESS_ROWS = 100_000
 # The seed of the permutation that picks the rows: fixed, so the choice is a function of the data.
 _CHOICE_SEED = 0x5717
+
+
+def check_witness_rows(n_rows: Any) -> int:
+    """``n_rows`` if it is a row count a model may keep (an integer in [0, MAX_WITNESS_ROWS])."""
+    require(
+        isinstance(n_rows, int) and not isinstance(n_rows, bool) and 0 <= n_rows <= MAX_WITNESS_ROWS,
+        f"witness_rows must be an integer in [0, {MAX_WITNESS_ROWS}], got {n_rows!r}",
+    )
+    return n_rows
 
 
 def pack_bits(rows: Tensor) -> Tensor:
@@ -83,11 +99,7 @@ class WitnessRows:
         ``n_rows=0`` keeps none (as :meth:`clear_witness`). The rows are a fixed-seed choice,
         so the same data always give the same witness.
         """
-        require(
-            isinstance(n_rows, int) and not isinstance(n_rows, bool) and 0 <= n_rows <= MAX_WITNESS_ROWS,
-            f"witness_rows must be an integer in [0, {MAX_WITNESS_ROWS}], got {n_rows!r}",
-        )
-        if n_rows == 0:
+        if check_witness_rows(n_rows) == 0:
             return self.clear_witness()
         rows = as_binary_tensor(data, "data", n_units=self.layer_sizes[0], dtype=torch.uint8, device="cpu")
         require(rows.shape[0] > 0, "data has no rows to keep as the model's witness")

@@ -25,7 +25,7 @@ from boltzlab import distributed
 from boltzlab import operators as operator_registry
 from boltzlab.errors import ValidationError
 from boltzlab.io import load_checkpoint
-from boltzlab.models.witness import DEFAULT_WITNESS_ROWS, MAX_WITNESS_ROWS
+from boltzlab.models.witness import DEFAULT_WITNESS_ROWS, check_witness_rows
 from boltzlab.rng import resolve_generator
 from boltzlab.training.callbacks import (
     Callback,
@@ -48,7 +48,7 @@ from boltzlab.training.optim import (
 )
 from boltzlab.training.snapshots import DEFAULT_MAX_SNAPSHOTS, SnapshotRecorder
 from boltzlab.training.state import TrainConfig, TrainResult, find_latest_checkpoint
-from boltzlab.validation import as_model_data, check_positive_int, require
+from boltzlab.validation import as_model_data, check_positive_int
 
 __all__ = ["DEFAULT_CAST_CHAINS", "DEFAULT_CHAINS", "DEFAULT_LEARNING_RATE", "train"]
 
@@ -290,12 +290,7 @@ def train(
     if not distributed.topology().is_main:
         # One writer per run: the other processes compute alike and keep quiet.
         metrics_path, progress = None, False
-    require(
-        isinstance(witness_rows, int)
-        and not isinstance(witness_rows, bool)
-        and 0 <= witness_rows <= MAX_WITNESS_ROWS,
-        f"witness_rows must be an integer in [0, {MAX_WITNESS_ROWS}], got {witness_rows!r}",
-    )
+    check_witness_rows(witness_rows)  # before anything runs, whether or not the base is fitted
     config = TrainConfig(
         algorithm=algorithm if isinstance(algorithm, str) else repr(algorithm),
         algorithm_params=dict(algorithm_params or {}),
