@@ -45,7 +45,7 @@ from typing import Any
 import torch
 
 import boltzlab as bl
-from boltzlab.estimators.routes import TRAJECTORY_ROUTES
+from boltzlab.estimators.record import get_record
 from boltzlab.models.trajectory import TRAJECTORY_FILE
 from boltzlab.training.snapshots import DEFAULT_MAX_SNAPSHOTS
 
@@ -250,23 +250,8 @@ def obtain_model(
 
 
 def _named_parameters(method: str) -> set[str]:
-    """Named keyword parameters of a method's estimator function, to know what it needs.
-
-    The registry keeps the functions privately, so fall back on the names when it moves:
-    RAISE needs held-out data, trajectory methods a training trajectory.
-    """
-    try:
-        from boltzlab.estimators import registry
-
-        function = registry._ESTIMATORS.get(method)
-        return set(inspect.signature(function).parameters)
-    except Exception:
-        guessed = set()
-        if "raise" in method:
-            guessed.add("data")
-        if "trajectory" in method:
-            guessed.add("trajectory")
-        return guessed
+    """Named keyword parameters of a method's estimator function, to know what it needs."""
+    return set(inspect.signature(get_record(method).run).parameters)
 
 
 def trajectory_option(run_directory: Path, how: str) -> Any:
@@ -311,7 +296,8 @@ def method_options(
         order = torch.randperm(held_out.shape[0], generator=_generator(_stable_seed("raise", dataset)))
         options["data"] = held_out[order[:n_examples]]
     # rts and mbar take the trajectory as their second route, as `boltzlab evaluate` passes it.
-    takes_trajectory = "trajectory" in needs or method.lower().replace("_", "-") in TRAJECTORY_ROUTES
+    record = get_record(method)
+    takes_trajectory = record.needs_trajectory or record.trajectory_route is not None
     if takes_trajectory and "trajectory" not in options:
         trajectory = trajectory_option(run_directory, trajectory_as)
         if trajectory is not None:

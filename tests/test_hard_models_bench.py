@@ -15,6 +15,9 @@ from types import ModuleType
 import pytest
 import torch
 
+# The hard-model benchmark's tiny preset, end to end: the slow tier (make test-all).
+pytestmark = pytest.mark.slow
+
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "hard_models.py"
 
 

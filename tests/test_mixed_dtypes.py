@@ -370,6 +370,7 @@ DATA_OPTIONS: dict[str, Callable[[Any, Tensor], dict[str, Any]]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", MODEL_KINDS)
 @pytest.mark.parametrize("method", methods())
 def test_estimate_log_z_converts_data(method, kind):

@@ -27,6 +27,9 @@ import boltzlab as bl
 from boltzlab.cli.main import cli
 from boltzlab.errors import BoltzlabError
 
+# Every README example and command runs end to end: the slow tier (make test-all).
+pytestmark = pytest.mark.slow
+
 REPOSITORY = Path(__file__).resolve().parents[1]
 README = REPOSITORY / "README.md"
 FENCE = re.compile(r"^```(?P<language>[\w-]*)[^\n]*\n(?P<body>.*?)^```", re.MULTILINE | re.DOTALL)

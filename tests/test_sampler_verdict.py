@@ -33,6 +33,7 @@ def bimodal():
     return model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tilt", TILTS)
 @pytest.mark.parametrize("sampler", ["pt", "tt", "st", "ast", "cast"])
 def test_defaults_get_the_mode_masses_right_and_are_reliable(sampler, tilt):

@@ -33,6 +33,7 @@ def _small(**params):
     return BernoulliRBM(**{**settings, **params})
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:.*clipped to \\[0, 1\\]:UserWarning")
 @parametrize_with_checks([BernoulliRBM()])
 def test_sklearn_estimator_checks(estimator, check):
@@ -112,6 +113,7 @@ def test_log_z_is_cached_until_the_parameters_change():
     assert "_log_z_cache" not in vars(rbm) and rbm.log_z_estimate_ is not kept
 
 
+@pytest.mark.slow
 def test_an_estimated_log_z_says_so_and_lands_within_its_error_bar(monkeypatch):
     # Above MAX_EXACT_UNITS "auto" switches to anchored AIS; here the limit is lowered so that
     # the estimate can be compared with the exact value of the same small model.

@@ -71,6 +71,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory, data_file: Path) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_a_trained_model_keeps_its_witness_and_logz_checks_from_it(run_dir: Path, tmp_path: Path) -> None:
     """Training keeps the rows that fitted the base (40 here); without them logz says unchecked."""
     model_path = run_dir / "model.safetensors"
@@ -113,6 +114,7 @@ def test_version() -> None:
     assert result.exit_code == 0 and bl.__version__ in result.output
 
 
+@pytest.mark.slow
 def test_demo_writes_everything_and_prints_log_z(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     result = invoke(
@@ -202,6 +204,7 @@ def test_logz_exact_and_ais_agree(run_dir: Path) -> None:
     assert "ESS" in result.output and "chain-sweeps" in result.output
 
 
+@pytest.mark.slow
 def test_logz_anchored_ais_anchors_on_data_and_needs_it(run_dir: Path, data_file: Path) -> None:
     model_path = run_dir / "model.safetensors"
     exact = bl.exact_log_z(bl.RBM.load(model_path))
@@ -350,6 +353,7 @@ def test_keyboard_interrupt_exits_130(monkeypatch: pytest.MonkeyPatch, run_dir: 
     assert result.exit_code == 130 and result.stderr.strip() == "error: interrupted"
 
 
+@pytest.mark.slow
 def test_debug_lets_the_exception_through(tmp_path: Path) -> None:
     for args in (["--debug", "info", tmp_path / "absent"], ["info", tmp_path / "absent", "--debug"]):
         result = invoke(*args)
@@ -364,6 +368,7 @@ def test_debug_lets_the_exception_through(tmp_path: Path) -> None:
     assert plain.returncode == 1 and plain.stderr.startswith("error: ") and "Traceback" not in plain.stderr
 
 
+@pytest.mark.slow
 def test_logz_and_evaluate_json_print_one_object(run_dir: Path, data_file: Path) -> None:
     model_path = run_dir / "model.safetensors"
     exact = bl.exact_log_z(bl.RBM.load(model_path))

@@ -108,6 +108,7 @@ def trained_dbm(tmp_path_factory) -> Path:
     return out / "model.safetensors"
 
 
+@pytest.mark.slow
 def test_dbm_report_rows_give_the_bound_and_log_z_with_its_error(trained_dbm: Path):
     model = bl.DBM.load(trained_dbm)
     data = bl.data.load("digits")

@@ -10,6 +10,7 @@ reproductions (experiments/tests/accuracy).
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -129,6 +130,31 @@ def test_logz_refuses_a_flag_the_method_does_not_take(fitted_model_file: tuple[P
     )
 
 
+def test_logz_budget_flags_reach_the_chain_budget(fitted_model_file: tuple[Path, float]) -> None:
+    """--target-stderr and --max-chains are the library's target_stderr and max_chains."""
+    path = fitted_model_file[0]
+    result = invoke(
+        "logz",
+        path,
+        "--method",
+        "ais",
+        "--temperatures",
+        "100",
+        "--max-chains",
+        "150",
+        "--target-stderr",
+        "0.5",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    assert record["diagnostics"]["budget.max_chains"] == 150
+    assert record["diagnostics"]["budget.target_stderr"] == 0.5
+    assert_one_line_error(
+        invoke("logz", path, "--method", "raise", "--target-stderr", "0.1"), "--target-stderr", "ais"
+    )
+
+
 def test_logz_data_fits_a_missing_base(model_file: tuple[Path, float], data_file: Path) -> None:
     result = invoke("logz", model_file[0], "--method", "ais", "--chains", "50", "--temperatures", "50")
     assert result.exit_code == 0 and "uniform base" in result.stderr
@@ -173,6 +199,7 @@ def test_evaluate_prints_the_table_and_the_sandwich(
     assert "AIS, lower bound" in sandwich and "RAISE, upper bound" in sandwich and "exact log Z" in sandwich
 
 
+@pytest.mark.slow
 def test_evaluate_without_ais_and_raise_has_no_sandwich(
     fitted_model_file: tuple[Path, float], data_file: Path
 ) -> None:

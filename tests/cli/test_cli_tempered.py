@@ -92,6 +92,7 @@ def test_every_registered_algorithm_is_offered() -> None:
         assert name in help_text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", bl.training.available_phases())
 def test_every_algorithm_trains_through_the_cli(tmp_path: Path, data_file: Path, algorithm: str) -> None:
     out = tmp_path / algorithm

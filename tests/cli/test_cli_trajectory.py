@@ -91,6 +91,7 @@ def test_train_writes_the_trajectory_beside_the_model(run_dir: Path, data_file: 
     assert "snapshots = 0" in (tmp_path / "bare" / "config.toml").read_text()
 
 
+@pytest.mark.slow
 def test_logz_trajectory_ais_reads_the_run_directory(run_dir: Path) -> None:
     model_path = run_dir / "model.safetensors"
     result = invoke("logz", model_path, "--method", "trajectory-ais", "--chains", 64, "--seed", 2)
@@ -105,6 +106,7 @@ def test_logz_trajectory_ais_reads_the_run_directory(run_dir: Path) -> None:
     assert "path: " in result.stdout and "steps" in result.stdout
 
 
+@pytest.mark.slow
 def test_logz_and_evaluate_refuse_what_does_not_fit(run_dir: Path, tmp_path: Path) -> None:
     lonely = tmp_path / "model.safetensors"
     bl.RBM.load(run_dir / "model.safetensors").save(lonely)
@@ -121,6 +123,7 @@ def test_logz_and_evaluate_refuse_what_does_not_fit(run_dir: Path, tmp_path: Pat
     assert with_path.exit_code == 0, with_path.output
 
 
+@pytest.mark.slow
 def test_evaluate_adds_trajectory_ais_when_the_run_has_a_trajectory(
     run_dir: Path, data_file: Path, tmp_path: Path
 ) -> None:
@@ -143,6 +146,7 @@ def test_evaluate_adds_trajectory_ais_when_the_run_has_a_trajectory(
     assert_one_line_error(asked, "need the training trajectory", "--trajectory PATH")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["trajectory-rts", "trajectory-mbar"])
 def test_logz_tempers_along_the_trajectory(run_dir: Path, method: str) -> None:
     model_path = run_dir / "model.safetensors"
@@ -194,6 +198,7 @@ def test_sample_ptt_takes_its_levels_from_the_run(run_dir: Path, tmp_path: Path)
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["logz", "evaluate"])
 def test_rts_and_mbar_get_the_runs_trajectory_as_their_second_route(
     run_dir: Path, data_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str

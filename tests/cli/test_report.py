@@ -63,6 +63,7 @@ def tempered_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_train_writes_a_self_contained_page_with_every_section(tempered_run: Path):
     page = (tempered_run / "report.html").read_text(encoding="utf-8")
     found = SECTION.findall(page)
@@ -231,6 +232,7 @@ def headless(browser: str, profile: Path, *arguments: str) -> subprocess.Complet
     return subprocess.run([browser, *flags, *arguments], capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_report_renders_in_headless_chromium(tempered_run: Path, tmp_path: Path):
     browser = find_chromium()
     if browser is None:

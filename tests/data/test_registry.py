@@ -205,6 +205,7 @@ def test_dna_from_libsvm_text_files(tmp_path, no_data_environment):
 # --- the real shared files ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_real_mnist_npz(shared_data):
     mnist = data.load("mnist", root=shared_data)
     assert mnist.train.shape == (60000, 784) and mnist.test.shape == (10000, 784)

@@ -21,6 +21,9 @@ import boltzlab as bl
 from boltzlab import distributed
 from boltzlab.rng import BlockGenerator
 
+# Process groups under torchrun (several processes per test): the slow tier (make test-all).
+pytestmark = pytest.mark.slow
+
 WORKER = Path(__file__).with_name("worker.py")
 TIMEOUT_S = 180
 

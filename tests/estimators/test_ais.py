@@ -193,6 +193,7 @@ def test_ess_trace_does_not_depend_on_the_snapshot_block(monkeypatch):
     assert torch.allclose(blocked.info.log_ess_trace, single.info.log_ess_trace, rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_same_seed_same_estimate_different_seed_different_estimate():
     model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
     options = {"n_chains": 13, "n_temperatures": 200, "schedule": "sm08", "operator": "flip"}

@@ -13,13 +13,13 @@ from boltzlab.estimators import ais
 from boltzlab.estimators.ais_budget import (
     DEFAULT_CHAINS,
     DEFAULT_MAX_CHAINS,
-    TARGET_STDERR,
     budget_failures,
     budget_runs,
     next_round,
     plan_chains,
     without_budget,
 )
+from boltzlab.estimators.trust import DEFAULT_TARGET_STDERR as TARGET_STDERR
 from harness import random_rbm, stand_in_bound
 
 # A strongly coupled RBM annealed through 20 temperatures: 100 chains leave a standard error

@@ -110,6 +110,7 @@ def test_right_on_a_sharp_model_where_plain_ais_misses():
     assert anchored.cost_sweeps == plain.cost_sweeps + anchored.info.anchor.cost_sweeps
 
 
+@pytest.mark.slow
 def test_anchor_data_starts_the_anchor_chains_and_check_data_is_passed_on():
     model = sharp_rbm(10, 6, seed=4, scale=2.0)
     rows = random_rows(30, 10)
@@ -145,6 +146,7 @@ def test_anchor_log_weights_is_logaddexp_of_the_two_parts():
     assert torch.allclose(log_chain_z, expected, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_same_seed_same_result():
     model = sharp_rbm(8, 5, seed=6, scale=2.0)
     rows = random_rows(40, 8)

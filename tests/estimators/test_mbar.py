@@ -19,8 +19,8 @@ from boltzlab.estimators.mbar import (
     neighbour_overlap,
 )
 from boltzlab.estimators.rts import rts_from_samples
+from boltzlab.estimators.tempered_checks import check_neighbour_overlap
 from boltzlab.estimators.trust import MIN_NEIGHBOUR_OVERLAP
-from boltzlab.estimators.verdicts import check_neighbour_overlap
 from boltzlab.models import log_f_marginal_all
 from boltzlab.numerics import log_mean_exp
 from harness import check_estimator_exact, random_rbm
@@ -140,6 +140,7 @@ def test_thinning_keeps_at_most_the_requested_number_of_log_densities():
     assert int(info.samples_per_level.sum()) == 13 * 20
 
 
+@pytest.mark.slow
 def test_result_info_and_silence(capfd):
     model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
     options = {
@@ -175,6 +176,7 @@ def test_result_info_and_silence(capfd):
         )
 
 
+@pytest.mark.slow
 def test_defaults_are_accurate_on_a_small_model():
     model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
     exact = bl.exact_log_z(model)

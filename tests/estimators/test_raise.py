@@ -87,6 +87,7 @@ def test_annealed_model_tends_to_the_model():
     assert distances[-1] < distances[0] / 4, distances
 
 
+@pytest.mark.slow
 def test_ais_and_raise_sandwich_the_exact_log_z():
     # E[log Ẑ_AIS] ≤ log Z ≤ E[log Ẑ_RAISE] (the upper side in expectation over data drawn from
     # the model), checked on the seed-average of 30 short runs; the bracket is non-trivial.

@@ -46,7 +46,13 @@ def route(recorder: Recorder, model=None, trajectory="path", generator=None):
     generator = generator if generator is not None else torch.Generator().manual_seed(3)
     model = model if model is not None else random_rbm(5, 3, seed=0)
     return with_trajectory_route(
-        recorder, model, "rts", trajectory=trajectory, generator=generator, options=dict(OPTIONS)
+        recorder,
+        model,
+        "rts",
+        "trajectory-rts",
+        trajectory=trajectory,
+        generator=generator,
+        options=dict(OPTIONS),
     )
 
 
@@ -111,6 +117,7 @@ def test_without_a_trajectory_route_the_temperature_route_stands(case):
     assert result.method == "rts" and result.failed and len(recorder.calls) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["rts", "mbar"])
 def test_estimate_log_z_takes_the_trajectory_and_is_unchanged_where_temperature_passes(method):
     model = models()[0]
@@ -122,6 +129,7 @@ def test_estimate_log_z_takes_the_trajectory_and_is_unchanged_where_temperature_
     assert routed.log_z == plain.log_z and routed.cost_sweeps == plain.cost_sweeps
 
 
+@pytest.mark.slow
 def test_estimate_log_z_reports_the_trajectory_route_where_temperature_is_flagged():
     # Weights left at Ẑ = 1 (no initial iterations) pile the chains up at one end of the
     # temperature ladder (flagged: level balance); the trajectory route, which has its own

@@ -253,6 +253,7 @@ def test_flip_the_state_is_exact_because_the_hidden_layer_is_redrawn_after_a_lev
     assert result.stderr < 0.003
 
 
+@pytest.mark.slow
 def test_rts_interval_covers_the_truth_in_most_seeded_repeats():
     # ±2σ covers the exact log Z in at least 90 % of 30 independent runs on a multimodal RBM
     # (zero biases: symmetric modes); the nominal rate is 95 %.
@@ -271,6 +272,7 @@ def test_rts_interval_covers_the_truth_in_most_seeded_repeats():
     assert 0.6 < float(z_scores.std()) < 1.5
 
 
+@pytest.mark.slow
 def test_result_and_info_contract():
     model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
     parameters = {name: value.clone() for name, value in model.state_dict().items()}
@@ -349,6 +351,7 @@ def test_refuses_bad_options_at_the_door(options, message):
         bl.estimate_log_z(model, method="rts", generator=0, **settings)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["rts", "ts"])
 def test_defaults_are_accurate_on_a_small_model(method):
     # "bl.estimate_log_z(model, method=m) with no options": K = 100 levels linear in β,

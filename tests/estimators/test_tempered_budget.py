@@ -15,6 +15,7 @@ from harness import random_rbm, sharp_rbm, stand_in_bound
 from tolerances import MAX_Z
 
 
+@pytest.mark.slow
 def test_an_easy_model_gets_one_round_on_the_placed_ladder():
     model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
     exact = bl.exact_log_z(model)
@@ -131,6 +132,7 @@ def test_refuses_bad_budget_options(options, message):
 EASY = {"n_chains": 40, "n_temperatures": 30, "n_sweeps": 100, "max_sweeps": 1000, "lower_bound_sweeps": 0}
 
 
+@pytest.mark.slow
 def test_an_estimate_below_a_certified_bound_makes_the_budget_grow():
     # The easy model passes every check in one round; a bound above its estimate (a stand-in
     # for the witness when the chains missed mass) must make it grow, whatever its error bar.
@@ -158,6 +160,7 @@ def test_an_estimate_below_a_certified_bound_makes_the_budget_grow():
     assert row_from_estimate(plain, train_log_f=0.0, test_log_f=0.0, seconds=1.0).budget_grew == ""
 
 
+@pytest.mark.slow
 def test_a_target_standard_error_adds_chains_once_the_checks_pass():
     model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
     exact = bl.exact_log_z(model)
@@ -209,6 +212,7 @@ def test_defaults_aim_at_a_tenth_of_a_nat_with_up_to_800_chains():
     assert result.stderr <= 0.1 or budget.stop_reason.startswith("max_")
 
 
+@pytest.mark.slow
 def test_estimate_log_z_hands_the_witness_to_a_growing_tempered_budget(monkeypatch):
     seen = []
     original = tempered_rounds.bound_failures
@@ -239,6 +243,7 @@ def test_estimate_log_z_hands_the_witness_to_a_growing_tempered_budget(monkeypat
     assert seen and all(bound is given for bound in seen)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["rts", "ti-rb", "mbar"])
 def test_defaults_get_right_a_sharp_model_the_linear_ladder_misses(method):
     # 12×8, weights N(0, 8²): from Ẑ = 1 on the linear ladder the chains never cross it and

@@ -66,6 +66,7 @@ def test_the_joined_start_keeps_the_earlier_chains_first():
     assert torch.equal(start.chains.layers[0][:5], earlier.final_state.chains.layers[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["rts", "ts", "ti-rb"])
 def test_a_wider_round_stays_right_on_an_enumerable_model(method):
     # Chains added from the base after their burn-in do not bias the estimate: it stays within

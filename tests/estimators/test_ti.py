@@ -199,6 +199,7 @@ def test_empty_bins_of_plain_ti_are_imputed():
     assert bool(torch.isfinite(info.mean_derivative).all()) and torch.isfinite(torch.tensor(result.log_z))
 
 
+@pytest.mark.slow
 def test_result_and_info_contract():
     model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
     options = {
@@ -231,6 +232,7 @@ def test_result_and_info_contract():
         ti_rb_from_samples(samples)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["ti", "ti-rb"])
 def test_defaults_are_accurate_and_quick_on_a_small_model(method):
     # No options (a seed for repeatability): K = 100, where the trapezoid bias is ~1e-4.

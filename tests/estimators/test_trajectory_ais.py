@@ -88,6 +88,7 @@ def test_unbiased_in_z_with_few_steps(operator):
         assert abs(ratio - 1.0) < MAX_Z * stderr, f"{operator}: E[Ẑ]/Z = {ratio:.4f} ± {stderr:.4f}"
 
 
+@pytest.mark.slow
 def test_unbiased_over_independent_runs_with_the_adaptive_grid():
     # The pilot picks the grid, the main run is independent of it: the average of Ẑ/Z over
     # independent runs of the default mode (pilot + equal-length grid) is 1.
@@ -117,6 +118,7 @@ def test_agrees_with_enumeration_and_the_error_bar_shrinks_with_budget():
     )
 
 
+@pytest.mark.slow
 def test_default_budget_lands_within_its_error_bar_through_estimate_log_z():
     for model in models():
         exact = bl.exact_log_z(model)
@@ -186,6 +188,7 @@ def test_plan_positions_places_points_at_equal_length():
     assert grid.tolist() == pytest.approx([0.0, 1 / 3, 1.0, 1.5, 2.0])
 
 
+@pytest.mark.slow
 def test_same_seed_same_result_and_inputs_untouched(tmp_path):
     model = models()[0]
     path = grown_path(model)
@@ -261,6 +264,7 @@ def test_refuses_bad_options(options, message):
         trajectory_ais(model, trajectory=grown_path(model), **options)
 
 
+@pytest.mark.slow
 def test_registered_under_its_method_name():
     assert "trajectory-ais" in bl.estimators.methods()
     model = models()[0]
@@ -276,6 +280,7 @@ def test_registered_under_its_method_name():
     assert through_registry.log_z == direct.log_z
 
 
+@pytest.mark.slow
 def test_accepts_snapshots_as_models_model_files_or_a_folder_of_them(tmp_path):
     # The forms benchmarks and users hold: RBMs in training order, their files, or a folder of
     # ``update-XXXXXXXX.safetensors`` files (update indices from the names). Same seed, same path,
@@ -350,6 +355,7 @@ def test_paths_are_built_from_the_right_points():
     assert candidate_cuts(65, 6) == [1, 21, 42, 62] and candidate_cuts(65, 2) == []
 
 
+@pytest.mark.slow
 def test_auto_scores_every_candidate_and_anneals_along_the_best():
     model = models()[0]
     result = trajectory_ais(model, trajectory=grown_path(model), n_chains=50, n_steps=60, generator=3)

@@ -110,6 +110,7 @@ def test_agrees_with_enumeration_and_the_error_bar_shrinks_with_budget(estimator
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["trajectory-rts", "trajectory-mbar"])
 def test_defaults_through_estimate_log_z_are_reliable_and_right(method):
     model = models()[0]
@@ -127,6 +128,7 @@ def test_defaults_through_estimate_log_z_are_reliable_and_right(method):
 
 
 # ---------------------------------------------------------------------------- the budget
+@pytest.mark.slow
 def test_a_failing_check_grows_the_run_and_a_fixed_budget_is_kept(monkeypatch):
     model = models()[0]
     path = grown_path(model)
@@ -141,6 +143,7 @@ def test_a_failing_check_grows_the_run_and_a_fixed_budget_is_kept(monkeypatch):
     assert len(fixed.info.budget.rounds) == 1 and fixed.info.budget.stop_reason == "fixed budget"
 
 
+@pytest.mark.slow
 def test_a_target_standard_error_adds_chains():
     model = models()[0]
     path = grown_path(model)

@@ -148,6 +148,7 @@ def test_ais_that_misses_a_mode_is_marked_unreliable():
         pytest.fail(f"expected a confident miss to test the verdict, got {estimate.log_z} vs {exact}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["ais", "rts", "mbar", "ti-rb"])
 def test_right_answers_on_an_easy_model_are_not_flagged(method):
     # Exact samples of the model as its witness rows: a check that reached "data" (without
@@ -175,6 +176,7 @@ def test_the_verdict_does_not_change_the_estimate_of_a_seed():
     assert with_witness.log_z == without.log_z and with_witness.stderr == without.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["rts", "ti", "ti-rb"])
 def test_tempered_estimate_that_misses_above_is_caught_by_chain_groups(method):
     """On a sharp model the tempered estimators can land *above* log Z, where no lower bound
@@ -191,6 +193,7 @@ def test_tempered_estimate_that_misses_above_is_caught_by_chain_groups(method):
     assert any("chain groups" in warning for warning in estimate.warnings)
 
 
+@pytest.mark.slow
 def test_judge_reads_the_budget_checks_or_runs_them_on_bare_samples():
     model = sharp_rbm(7, 3, seed=6, scale=0.5)
     estimate = bl.estimate_log_z(

@@ -91,6 +91,7 @@ def test_a_model_with_no_certified_bound_is_unchecked():
 
 
 # ---------------------------------------------------------------------------- estimate_log_z uses the rows
+@pytest.mark.slow
 def test_estimates_start_the_witness_from_the_rows_the_model_keeps():
     model = sharp_rbm(10, 6, seed=4, scale=2.0)
     options = {"n_chains": 64, "n_temperatures": 300, "generator": 1}

@@ -53,6 +53,7 @@ def test_fused_operators_are_exact(name, fused_mode):
     assert fused._broken is None, fused._broken
 
 
+@pytest.mark.slow
 @needs_compiler
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("name", sorted(OPERATORS))

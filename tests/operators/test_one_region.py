@@ -46,6 +46,7 @@ def _model(dtype: torch.dtype) -> bl.RBM:
     return model.set_base_rate(data)
 
 
+@pytest.mark.slow
 @needs_compiler
 @pytest.mark.parametrize("name", ["gibbs", "flip", "mixture"])
 def test_one_region_sweeps_are_exact(name, mode_on, backend, monkeypatch):
@@ -63,6 +64,7 @@ def test_one_region_sweeps_are_exact(name, mode_on, backend, monkeypatch):
     assert calls and one_region._broken is None, one_region._broken
 
 
+@pytest.mark.slow
 @needs_compiler
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("name", ["gibbs", "flip", "mixture"])

@@ -235,6 +235,7 @@ def test_swap_acceptance_matches_its_exact_expectation():
 
 
 # ---------------------------------------------------------------------------- levels
+@pytest.mark.slow
 def test_acceptance_selection_keeps_neighbours_above_the_threshold():
     model, pattern = bimodal_rbm(5, 4, seed=0)
     path = scaled_path(model, tuple(k / 12 for k in range(1, 13)))  # 13 points, the last is the model

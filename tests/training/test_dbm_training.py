@@ -218,6 +218,7 @@ ALGORITHMS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("operator", ["gibbs", "flip"])
 @pytest.mark.parametrize("algorithm", list(ALGORITHMS))
 def test_learning_raises_the_variational_bound_beyond_run_to_run_noise(algorithm, operator):

@@ -444,7 +444,7 @@ def test_train_default_trajectory_survives_a_resume_bit_for_bit(tmp_path):
 
 
 def test_trajectory_files_are_found_beside_the_model_or_in_checkpoints(tmp_path):
-    from boltzlab.models.trajectory_files import find_trajectory_file, load_trajectory, save_trajectory
+    from boltzlab.models.trajectory import find_trajectory_file, load_trajectory, save_trajectory
 
     trajectory = Trajectory.from_snapshots(
         [torch.ones(4, 2)], [torch.zeros(4)], [torch.zeros(2)], updates=[3], metadata={"note": "x"}

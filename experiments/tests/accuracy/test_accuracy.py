@@ -179,6 +179,7 @@ def test_benchmark_model_knows_its_exact_log_z_and_is_recognised(benchmark, tmp_
 
 
 # --------------------------------------------------------------------------- benchmarks
+@pytest.mark.slow
 def test_rts_vs_ais_tiny_run(benchmark, data: torch.Tensor) -> None:
     config = RTSvsAISConfig.tiny()
     result = run_rts_vs_ais(config, benchmark, data[100:], seed=3)

@@ -32,6 +32,7 @@ def benchmark_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("command", "files"),
     [

@@ -87,6 +87,7 @@ def test_final_numbers_are_the_bound_of_the_trained_model_and_samples_have_their
     assert 0.0 <= result.tempered_acceptance <= 1.0
 
 
+@pytest.mark.slow
 def test_a_run_is_repeatable_from_its_seed():
     config = replace(CONFIG, algorithms=("sap",), likelihood_examples=0)
     a = run_cast_comparison(config, _data(120, 0), _data(30, 1))

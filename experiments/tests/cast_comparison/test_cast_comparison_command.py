@@ -7,9 +7,12 @@ import csv
 import math
 from pathlib import Path
 
+import pytest
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_reproduce_cast_tiny_writes_its_files(shared_data: Path, tmp_path: Path, reproduce):
     out = tmp_path / "cast"
     result = reproduce(

@@ -220,6 +220,7 @@ def tiny() -> tuple[FlipTheStateConfig, dict[str, bl.data.Dataset]]:
     return config, loaded
 
 
+@pytest.mark.slow
 def test_learning_part_pairs_repetitions_and_is_reproducible(tiny) -> None:
     config, loaded = tiny
     result = run_learning(config, loaded, generator=3)

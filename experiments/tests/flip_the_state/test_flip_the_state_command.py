@@ -13,6 +13,7 @@ from boltzlab_experiments.flip_the_state.command import parse_parts
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_cli_tiny_study_writes_every_file(tmp_path: Path, reproduce) -> None:
     out = tmp_path / "study"
     result = reproduce("flip-the-state", "--tiny", "--out", out)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
 import torch
 
 from boltzlab.data import Dataset
@@ -29,6 +30,7 @@ def _patterns(n: int, n_visible: int = 8, *, seed: int = 0, flip: float = 0.1) -
     return (prototypes[torch.arange(n) % 3] + noise) % 2
 
 
+@pytest.mark.slow
 def test_tracking_experiment_pipeline_on_synthetic_data() -> None:
     dataset = Dataset(name="patterns", train=_patterns(60, 11), valid=_patterns(17, 11, seed=1))
     config = RTSTrackingConfig.tiny()
@@ -50,6 +52,7 @@ def test_tracking_experiment_pipeline_on_synthetic_data() -> None:
     assert len(figure.axes) == 2
 
 
+@pytest.mark.slow
 def test_reproduce_rts_tracking_writes_its_files(tmp_path: Path, shared_data: Path, reproduce) -> None:
     out = tmp_path / "rts"
     result = reproduce("rts-tracking", "--tiny", "--no-timing", "--out", out, "--data-root", shared_data)

@@ -53,11 +53,7 @@ from boltzlab.cli.comparison import disagreement_lines, sandwich_line
 from boltzlab.cli.dbm_report import dbm_bound_rows, dbm_likelihood_rows, format_dbm_rows
 from boltzlab.cli.json_output import echo_json, estimate_diagnostics
 from boltzlab.cli.logz import (
-    ANNEALING,
     DEFAULT_RAISE_EXAMPLES,
-    TEMPERED,
-    TRAJECTORY,
-    TRAJECTORY_TEMPERED,
     PreparedData,
     bias_words,
     describe_estimate,
@@ -69,11 +65,12 @@ from boltzlab.cli.run_files import evaluation_payload, write_evaluation
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.budget import matched_options
 from boltzlab.estimators.likelihood import log_unnormalized
+from boltzlab.estimators.record import get_record
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.routes import TRAJECTORY_ROUTES, route_note
+from boltzlab.estimators.routes import route_note
 from boltzlab.models.dbm import DBM
 from boltzlab.models.rbm import RBM
-from boltzlab.models.trajectory_files import find_trajectory_file
+from boltzlab.models.trajectory import find_trajectory_file
 
 __all__ = [
     "EvaluationRow",
@@ -227,25 +224,25 @@ def _options(
 ) -> dict[str, Any]:
     """Estimator options of one method: the matched budget, the chains, the operator (the
     trajectory's tempered methods sweep with Gibbs), RAISE's data, the trajectory."""
-    if method == "exact":
+    record = get_record(method)
+    if record.family == "exact":
         return {}
-    if method in TRAJECTORY:
+    if record.needs_trajectory:
         options: dict[str, Any] = {"trajectory": trajectory}
         if budget is not None:
             # Like AIS, a budget of S sweeps per chain is S increments along the path; the
             # tempered methods' long run is S sweeps.
-            options["n_sweeps" if method in TRAJECTORY_TEMPERED else "n_steps"] = budget
+            options["n_sweeps" if "sweeps" in record.flags else "n_steps"] = budget
     else:
         options = matched_options(method, budget) if budget is not None else {}
-    if method in ANNEALING + TEMPERED + TRAJECTORY:
-        if chains is not None:
-            options["n_chains"] = chains
-        if operator is not None and method not in TRAJECTORY_TEMPERED:
-            options["operator"] = operator
-    if method in TRAJECTORY_ROUTES and trajectory is not None:
+    if chains is not None:
+        options["n_chains"] = chains
+    if operator is not None and "operator" in record.flags:
+        options["operator"] = operator
+    if record.trajectory_route is not None and trajectory is not None:
         # Where the temperature route is flagged, the same method along the trajectory too.
         options["trajectory"] = trajectory
-    if method == "raise":
+    if record.data_option == "data":
         options["data"] = held_out
     return options
 
@@ -471,8 +468,11 @@ def evaluate(
     choose_threads(model)
     found = trajectory if trajectory is not None else find_trajectory_file(model_path.parent)
     chosen = parse_methods(methods, model, has_trajectory=found is not None)
-    if any(method in TRAJECTORY for method in chosen) or (
-        found is not None and isinstance(model, RBM) and any(method in TRAJECTORY_ROUTES for method in chosen)
+    records = [get_record(method) for method in chosen]
+    if any(record.needs_trajectory for record in records) or (
+        found is not None
+        and isinstance(model, RBM)
+        and any(record.trajectory_route is not None for record in records)
     ):
         trajectory = trajectory_for(model_path, trajectory)
     op = None

@@ -49,53 +49,25 @@ from boltzlab.cli.common import (
 )
 from boltzlab.cli.json_output import echo_json, estimate_record
 from boltzlab.errors import ValidationError
+from boltzlab.estimators.record import FAMILIES, FLAGS, get_record, records
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.routes import TRAJECTORY_ROUTES
 from boltzlab.models.rbm import RBM
-from boltzlab.models.trajectory import TRAJECTORY_FILE
-from boltzlab.models.trajectory_files import find_trajectory_file
+from boltzlab.models.trajectory import TRAJECTORY_FILE, find_trajectory_file
 
 __all__ = [
-    "ANNEALING",
-    "TEMPERED",
-    "TRAJECTORY",
-    "TRAJECTORY_TEMPERED",
     "PreparedData",
     "bias_words",
     "describe_estimate",
     "estimator_options",
     "logz",
+    "methods_taking",
     "prepare_data",
     "run_quietly",
     "trajectory_for",
+    "trajectory_methods",
     "verdict_lines",
 ]
 
-ANNEALING = ("ais", "anchored-ais", "raise")
-TEMPERED = ("rts", "ts", "ti", "ti-rb", "mbar")
-#: Tempered estimators on levels along the training trajectory (they sweep with Gibbs).
-TRAJECTORY_TEMPERED = ("trajectory-rts", "trajectory-mbar")
-#: Methods that need the training trajectory.
-TRAJECTORY = ("trajectory-ais", *TRAJECTORY_TEMPERED)
-# Which flags mean something to which methods; a method registered later (not listed in
-# any group) receives every flag given and validates them itself.
-_FLAG_METHODS = {
-    "chains": ANNEALING + TEMPERED + TRAJECTORY,
-    "temperatures": ANNEALING + TEMPERED + TRAJECTORY,
-    "sweeps": TEMPERED + TRAJECTORY_TEMPERED,
-    "schedule": ANNEALING,
-    "decelerate": ANNEALING,
-    "operator": (*ANNEALING, *TEMPERED, "trajectory-ais"),
-    "alpha": (*ANNEALING, *TEMPERED, "trajectory-ais"),
-    "examples": ("raise",),
-}
-_KEYWORDS = {
-    "chains": "n_chains",
-    "temperatures": "n_temperatures",
-    "sweeps": "n_sweeps",
-    "schedule": "schedule",
-    "decelerate": "decelerate",
-}
 DEFAULT_RAISE_EXAMPLES = 100
 _AIS_UNIFORM_BASE_WARNING = "AIS is starting from a uniform base"
 
@@ -103,38 +75,52 @@ _AIS_UNIFORM_BASE_WARNING = "AIS is starting from a uniform base"
 def estimator_options(method: str, given: dict[str, Any]) -> dict[str, Any]:
     """Keyword options of ``estimate_log_z(method=...)`` from the command-line flags given.
 
+    Which flags a method takes, and the option each sets, is its record's
+    (:class:`~boltzlab.estimators.record.EstimatorRecord` ``flags`` and ``keywords``).
+
     Parameters
     ----------
     method : str
     given : dict
         Flag name (without ``--``) to value, for the flags the user gave (``None`` values are
-        dropped): ``chains``, ``temperatures``, ``sweeps``, ``schedule``, ``decelerate``,
-        ``operator``, ``alpha``, ``examples``.
+        dropped): the keys of :data:`boltzlab.estimators.record.FLAGS` (``chains``,
+        ``temperatures``, ``sweeps``, ``schedule``, ``decelerate``, ``target-stderr``,
+        ``max-chains``, ``operator``, ``alpha``, ``examples``).
 
     Raises
     ------
     ValidationError
         Naming the flags that do not apply to ``method`` and the methods they apply to.
     """
-    method = method.lower()
+    record = get_record(method)
     given = {flag: value for flag, value in given.items() if value is not None}
-    known = method == "exact" or method in ANNEALING + TEMPERED + TRAJECTORY
-    if known:
-        refused = [flag for flag in given if method not in _FLAG_METHODS[flag]]
-        if refused:
-            where = "; ".join(f"--{flag} applies to {', '.join(_FLAG_METHODS[flag])}" for flag in refused)
-            raise ValidationError(
-                f"method {method!r} takes no {', '.join('--' + f for f in refused)} ({where})"
-            )
-    options = {_KEYWORDS[flag]: value for flag, value in given.items() if flag in _KEYWORDS}
-    if method == "trajectory-ais" and "n_temperatures" in options:
-        options["n_steps"] = options.pop("n_temperatures")  # its increments K along the path
-    if method in TRAJECTORY_TEMPERED and "n_temperatures" in options:
-        options["n_levels"] = options.pop("n_temperatures")  # its levels along the path
+    refused = [flag for flag in given if flag not in record.flags]
+    if refused:
+        where = "; ".join(f"--{flag} applies to {', '.join(methods_taking(flag))}" for flag in refused)
+        raise ValidationError(
+            f"method {record.name!r} takes no {', '.join('--' + f for f in refused)} ({where})"
+        )
+    # --operator/--alpha build one operator; --examples picks RAISE's held-out rows (prepare_data).
+    options = {
+        record.keyword(flag): value
+        for flag, value in given.items()
+        if flag not in ("operator", "alpha", "examples")
+    }
     if "operator" in given or "alpha" in given:
         name = given.get("operator", "gibbs")
         options["operator"] = operators.get(name, **operator_params(name, given.get("alpha")))
     return options
+
+
+def methods_taking(flag: str) -> list[str]:
+    """The methods whose record takes ``--flag``, by family (annealing, tempered, trajectory)."""
+    return [record.name for family in FAMILIES for record in records(family) if flag in record.flags]
+
+
+def trajectory_methods() -> list[str]:
+    """Methods that run along the training trajectory, then those that take it as a second route."""
+    along = [record.name for record in records() if record.needs_trajectory]
+    return along + [record.name for record in records() if record.trajectory_route is not None]
 
 
 @dataclass(frozen=True)
@@ -285,7 +271,7 @@ def trajectory_for(model_path: Path, given: Path | None) -> Path:
     found = find_trajectory_file(model_path.parent)
     if found is None:
         raise ValidationError(
-            f"{', '.join(TRAJECTORY)} need the training trajectory: no {TRAJECTORY_FILE} beside {model_path} "
+            f"{', '.join(r.name for r in records() if r.needs_trajectory)} need the training trajectory: no {TRAJECTORY_FILE} beside {model_path} "
             "(boltzlab train records one by default); pass --trajectory PATH"
         )
     return found
@@ -338,6 +324,18 @@ Example:
     metavar="DELTA",
     help="AIS/RAISE: cap every β increment at DELTA (Kiwaki's deceleration, e.g. 0.009).",
 )
+@click.option(
+    "--target-stderr",
+    type=click.FloatRange(min=0.0, min_open=True),
+    metavar="NATS",
+    help="The standard error the chain budget adds chains towards once the checks pass (AIS, anchored AIS, "
+    "the tempered methods; default 0.1). A fixed budget (--chains without --max-chains) ignores it.",
+)
+@click.option(
+    "--max-chains",
+    type=click.IntRange(min=1),
+    help="The most chains the budget may grow to (AIS 1,600, tempered methods 800 by default).",
+)
 @click.option("--operator", help=operator_help("Transition operator (default gibbs)"))
 @click.option("--alpha", type=float, help="Flip weight of --operator mixture (default 0.5).")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -374,24 +372,13 @@ def logz(model_path: Path, method: str, seed: int, as_json: bool, **flags: Any) 
     """Estimate log Z of a saved model: value ± standard error, bias direction, cost and ESS."""
     model = load_model_file(model_path)
     choose_threads(model)
-    method = method.lower()
-    sampling = {
-        flag: flags[flag]
-        for flag in (
-            "chains",
-            "temperatures",
-            "sweeps",
-            "schedule",
-            "decelerate",
-            "operator",
-            "alpha",
-            "examples",
-        )
-    }
+    record = get_record(method)
+    method = record.name
+    sampling = {flag: flags[flag.replace("-", "_")] for flag in FLAGS}
     options = estimator_options(method, sampling)
-    if method == "raise" and flags["data"] is None:
+    if record.data_option == "data" and flags["data"] is None:
         raise ValidationError(
-            "RAISE anneals back from held-out examples: pass --data NAME|PATH (its test split is used)"
+            f"{method} anneals back from held-out examples: pass --data NAME|PATH (its test split is used)"
         )
     prepared = None
     if flags["data"] is None:
@@ -405,17 +392,16 @@ def logz(model_path: Path, method: str, seed: int, as_json: bool, **flags: Any) 
             n_examples=flags["examples"] or DEFAULT_RAISE_EXAMPLES,
             load_options=flags,
         )
-    if method == "raise" and prepared is not None:
+    if record.data_option == "data" and prepared is not None:
         options["data"] = prepared.held_out
-    if method in TRAJECTORY:
+    if record.needs_trajectory:
         options["trajectory"] = trajectory_for(model_path, flags["trajectory"])
-    elif method in TRAJECTORY_ROUTES and isinstance(model, RBM):
+    elif record.trajectory_route is not None and isinstance(model, RBM):
         # rts and mbar take the run's trajectory as a second route (estimators/routes.py).
         if flags["trajectory"] is not None or find_trajectory_file(model_path.parent) is not None:
             options["trajectory"] = trajectory_for(model_path, flags["trajectory"])
     elif flags["trajectory"] is not None:
-        routes = ", ".join([*TRAJECTORY, *TRAJECTORY_ROUTES])
-        raise ValidationError(f"--trajectory applies to {routes}, not {method!r}")
+        raise ValidationError(f"--trajectory applies to {', '.join(trajectory_methods())}, not {method!r}")
     if prepared is not None and method != "exact":
         # The verdict's lower-bound witness starts from data: it finds modes annealing misses.
         options["check_data"] = prepared.dataset.train

@@ -6,7 +6,8 @@ from boltzlab.estimators.anchored import AnchoredInfo, anchored_ais  # registers
 from boltzlab.estimators.exact import exact_log_z, joint_log_probabilities, joint_states
 from boltzlab.estimators.mbar import MBARInfo, mbar  # registers "mbar"
 from boltzlab.estimators.raise_ import RAISEResult, raise_log_likelihood, raise_log_z  # registers "raise"
-from boltzlab.estimators.registry import estimate_log_z, methods, register_estimator
+from boltzlab.estimators.record import EstimatorRecord, get_record, methods, records, register_estimator
+from boltzlab.estimators.registry import estimate_log_z
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.rts import RTSInfo, rts, ts  # registers "rts", "ts"
 from boltzlab.estimators.tempered_samples import TemperedSamples, collect_tempered_samples
@@ -21,6 +22,7 @@ from boltzlab.estimators.trajectory_tempered import (  # registers "trajectory-r
 __all__ = [
     "AISInfo",
     "AnchoredInfo",
+    "EstimatorRecord",
     "LogZEstimate",
     "MBARInfo",
     "RAISEResult",
@@ -36,6 +38,7 @@ __all__ = [
     "decelerated",
     "estimate_log_z",
     "exact_log_z",
+    "get_record",
     "gms13",
     "joint_log_probabilities",
     "joint_states",
@@ -43,6 +46,7 @@ __all__ = [
     "methods",
     "raise_log_likelihood",
     "raise_log_z",
+    "records",
     "register_estimator",
     "rts",
     "ti",

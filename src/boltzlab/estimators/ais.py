@@ -44,7 +44,7 @@ from boltzlab import distributed, operators
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.adaptive_schedules import ScheduleInfo, resolve_schedule
-from boltzlab.estimators.ais_budget import ChainBudget, plan_chains, run_budget
+from boltzlab.estimators.ais_budget import ChainBudget, annealing_checks, budget_runs, plan_chains, run_budget
 from boltzlab.estimators.annealing import (
     add_log_f_increment_,
     operator_name,
@@ -52,8 +52,9 @@ from boltzlab.estimators.annealing import (
     redraw_summed_group,
     warn_if_uniform_base,
 )
+from boltzlab.estimators.budget import ais_matched
 from boltzlab.estimators.lower_bound import LowerBound
-from boltzlab.estimators.registry import register_estimator
+from boltzlab.estimators.record import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.models.base import TemperedModel
 from boltzlab.numerics import ess, log_mean_exp, log_mean_exp_stderr
@@ -64,6 +65,9 @@ __all__ = ["AISInfo", "AnnealingStart", "ais", "start_annealing"]
 
 # Work-space budget (float64 elements) for the blocks of weight snapshots behind the ESS trace.
 _SNAPSHOT_ELEMENTS = 1 << 20
+
+#: The ``boltzlab logz`` flags of every annealing method (RAISE adds ``--examples``).
+ANNEALING_FLAGS = frozenset({"chains", "temperatures", "schedule", "decelerate", "operator", "alpha"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +180,15 @@ def start_annealing(
     )
 
 
-@register_estimator("ais")
+@register_estimator(
+    "ais",
+    family="annealing",
+    grows=budget_runs,
+    shards=True,
+    checks=annealing_checks,
+    matched=ais_matched,
+    flags=ANNEALING_FLAGS | {"target-stderr", "max-chains"},
+)
 def ais(
     model: TemperedModel,
     *,

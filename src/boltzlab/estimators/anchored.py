@@ -39,8 +39,9 @@ from torch.nn.functional import softplus
 
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.ais import AISInfo, ais
-from boltzlab.estimators.ais_budget import without_budget
+from boltzlab.estimators.ais import ANNEALING_FLAGS, AISInfo, ais
+from boltzlab.estimators.ais_budget import annealing_checks, without_budget
+from boltzlab.estimators.budget import annealing_matched
 from boltzlab.estimators.lower_bound import (
     LowerBound,
     VisitedStates,
@@ -48,7 +49,7 @@ from boltzlab.estimators.lower_bound import (
     supports_lower_bound,
     visited_states,
 )
-from boltzlab.estimators.registry import register_estimator
+from boltzlab.estimators.record import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.models.rbm import RBM
 from boltzlab.numerics import ess, log_mean_exp, log_mean_exp_stderr
@@ -155,7 +156,15 @@ def anchor_log_weights(
     return torch.logaddexp(log_z_anchor, log_weights.to(torch.float64).cpu() + log_outside), log_in
 
 
-@register_estimator("anchored-ais")
+@register_estimator(
+    "anchored-ais",
+    family="annealing",
+    data_option="anchor_data",
+    anchors_on_check_data=True,
+    checks=annealing_checks,
+    matched=annealing_matched,
+    flags=ANNEALING_FLAGS | {"target-stderr", "max-chains"},
+)
 def anchored_ais(
     model: RBM,
     *,

@@ -5,19 +5,34 @@ compare estimators at equal numbers of Gibbs sweeps per chain: AIS and RAISE get
 temperatures as the sweeps (``K`` temperatures cost ``K − 1`` sweeps per AIS chain and ``K``
 per reverse RAISE chain), and the tempered-sampling estimators (RTS, TS, TI, TI-RB, MBAR)
 split the sweeps between their initial iterations and the long run (:func:`tempered_budget`).
-``boltzlab evaluate --budget`` and the accuracy reproductions use :func:`matched_options`.
+Each estimator's record says what a matched budget is for it (``matched``; AIS and RAISE use
+:func:`annealing_matched`, the tempered methods :func:`tempered_budget`);
+``boltzlab evaluate --budget`` and the accuracy reproductions call :func:`matched_options`.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.ais_budget import DEFAULT_CHAINS
+from boltzlab.estimators.record import find_record, records
 from boltzlab.validation import check_positive_int
 
-__all__ = ["ANNEALING_METHODS", "TEMPERED_METHODS", "matched_options", "tempered_budget"]
+__all__ = ["ais_matched", "annealing_matched", "matched_options", "tempered_budget"]
 
-ANNEALING_METHODS = ("ais", "anchored-ais", "raise")
-TEMPERED_METHODS = ("rts", "ts", "ti", "ti-rb", "mbar")
+
+def annealing_matched(sweeps_per_chain: int) -> dict[str, int]:
+    """An annealing method at ``sweeps_per_chain``: that many temperatures (RTS paper, Fig. 3)."""
+    return {"n_temperatures": sweeps_per_chain}
+
+
+def ais_matched(sweeps_per_chain: int) -> dict[str, int]:
+    """AIS at ``sweeps_per_chain``: that many temperatures and a fixed ``DEFAULT_CHAINS`` chains.
+
+    A matched budget is a kept budget: AIS's chain budget would add chains.
+    """
+    return {"n_temperatures": sweeps_per_chain, "n_chains": DEFAULT_CHAINS}
 
 
 def tempered_budget(
@@ -70,20 +85,20 @@ def tempered_budget(
     }
 
 
-def matched_options(method: str, sweeps_per_chain: int) -> dict[str, int]:
+def matched_options(method: str, sweeps_per_chain: int) -> dict[str, Any]:
     """Estimator options that cost ``sweeps_per_chain`` Gibbs sweeps per chain (the papers' x-axis).
 
-    AIS and RAISE get that many temperatures (RTS paper, Fig. 3: "as many temperatures as RTS's
-    total sweeps"), AIS with a fixed 100 chains (no chain budget); the tempered-sampling methods get :func:`tempered_budget`; ``"exact"``
-    takes none. Anchored AIS gets AIS's temperatures; its anchor chains' fixed 200,000
-    chain-sweeps come on top (its ``cost_sweeps`` counts them, so a table shows the
-    difference).
+    What that means is the method's record's ``matched``: AIS and RAISE get that many
+    temperatures (RTS paper, Fig. 3: "as many temperatures as RTS's total sweeps"), AIS with a
+    fixed 100 chains (no chain budget); the tempered-sampling methods get
+    :func:`tempered_budget`; ``"exact"`` takes none. Anchored AIS gets AIS's temperatures; its
+    anchor chains' fixed 200,000 chain-sweeps come on top (its ``cost_sweeps`` counts them, so
+    a table shows the difference).
 
     Parameters
     ----------
     method : str
-        ``"exact"``, one of :data:`ANNEALING_METHODS` or one of :data:`TEMPERED_METHODS`
-        (any case).
+        Any case.
     sweeps_per_chain : int
 
     Returns
@@ -91,18 +106,12 @@ def matched_options(method: str, sweeps_per_chain: int) -> dict[str, int]:
     dict
         Keyword arguments for :func:`boltzlab.estimate_log_z`.
     """
-    method = method.lower()
-    if method == "exact":
+    record = find_record(method)
+    if record is not None and record.family == "exact":
         return {}
-    if method in ANNEALING_METHODS:
-        options = {"n_temperatures": check_positive_int(sweeps_per_chain, "sweeps_per_chain")}
-        if method == "ais":
-            # A matched budget is a kept budget: AIS's chain budget would add chains.
-            options["n_chains"] = DEFAULT_CHAINS
-        return options
-    if method in TEMPERED_METHODS:
-        return tempered_budget(sweeps_per_chain)
-    raise ValidationError(
-        f"no matched budget is defined for method {method!r}; it is defined for exact, "
-        f"{', '.join(ANNEALING_METHODS + TEMPERED_METHODS)}"
-    )
+    if record is None or record.matched is None:
+        defined = ", ".join(["exact", *(r.name for r in records() if r.matched is not None)])
+        raise ValidationError(
+            f"no matched budget is defined for method {method!r}; it is defined for {defined}"
+        )
+    return record.matched(check_positive_int(sweeps_per_chain, "sweeps_per_chain"))

@@ -15,7 +15,7 @@ import math
 import torch
 from torch import Tensor
 
-from boltzlab.estimators.registry import register_estimator
+from boltzlab.estimators.record import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.models.base import TemperedModel
 from boltzlab.models.rbm import all_binary_states
@@ -61,7 +61,7 @@ def exact_log_z(model: TemperedModel, beta: float = 1.0, *, chunk_states: int | 
     return float(running)
 
 
-@register_estimator("exact")
+@register_estimator("exact", family="exact")
 def estimate_exact(model: TemperedModel, *, chunk_states: int | None = None, **_: object) -> LogZEstimate:
     """:func:`exact_log_z` as a :class:`LogZEstimate` (standard error 0)."""
     return LogZEstimate(log_z=exact_log_z(model, chunk_states=chunk_states), stderr=0.0, method="exact")

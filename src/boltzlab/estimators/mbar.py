@@ -48,9 +48,8 @@ from scipy.special import logsumexp
 from torch import Tensor
 
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.registry import register_estimator
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.tempered_budget import estimate_with_budget
+from boltzlab.estimators.tempered_budget import estimate_with_budget, register_tempered
 from boltzlab.estimators.tempered_levels import validated_choice
 from boltzlab.estimators.tempered_samples import TemperedSamples
 from boltzlab.models.base import TemperedModel
@@ -340,7 +339,7 @@ def mbar_for_groups(samples: TemperedSamples) -> LogZEstimate:
     return dataclasses.replace(estimate, stderr=float(cautious[-1]))
 
 
-@register_estimator("mbar")
+@register_tempered("mbar", from_samples=mbar_for_groups, trajectory_route="trajectory-mbar")
 def mbar(
     model: TemperedModel,
     *,

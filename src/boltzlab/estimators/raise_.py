@@ -53,14 +53,16 @@ from boltzlab import distributed
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.adaptive_schedules import ScheduleInfo
-from boltzlab.estimators.ais import start_annealing
+from boltzlab.estimators.ais import ANNEALING_FLAGS, start_annealing
+from boltzlab.estimators.ais_budget import annealing_checks
 from boltzlab.estimators.annealing import (
     add_log_f_increment_,
     check_finite_log_weights,
     operator_name,
     redraw_summed_group,
 )
-from boltzlab.estimators.registry import register_estimator
+from boltzlab.estimators.budget import annealing_matched
+from boltzlab.estimators.record import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.models.base import TemperedModel, log_f_marginal
 from boltzlab.numerics import log_ess, log_mean_exp
@@ -284,7 +286,15 @@ def _reverse_anneal(
 RAISE_OPTIONS = tuple(inspect.signature(raise_log_likelihood).parameters)[2:]
 
 
-@register_estimator("raise")
+@register_estimator(
+    "raise",
+    family="annealing",
+    data_option="data",
+    shards=True,
+    checks=annealing_checks,
+    matched=annealing_matched,
+    flags=ANNEALING_FLAGS | {"examples"},
+)
 def raise_log_z(model: TemperedModel, *, data: Any = None, **options: Any) -> LogZEstimate:
     """Upward-biased ``log Z`` from RAISE on held-out data (the RTS paper's construction).
 

@@ -1,22 +1,23 @@
 """``estimate_log_z(model, method=...)``: one door to every partition-function estimator.
 
-An estimator is a function ``(model, *, generator, **options) -> LogZEstimate`` registered
-under a method name. Adding one: a module in this package with a function decorated by
-:func:`register_estimator`, imported in ``estimators/__init__.py``, plus one test calling
-``harness.check_estimator_exact``.
+An estimator is a function ``(model, *, generator, **options) -> LogZEstimate`` filed with its
+record (:mod:`boltzlab.estimators.record`); the door reads the record to decide what runs
+around it: the verdict's witness before it where its budget grows, the rows that count as data,
+the trajectory route, and the verdict after it (:mod:`boltzlab.estimators.verdicts`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from boltzlab.estimators.lower_bound import certified_lower_bound, supports_lower_bound
+from boltzlab.estimators.record import get_record, methods, register_estimator
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.routes import TRAJECTORY_ROUTES, with_trajectory_route
+from boltzlab.estimators.routes import with_trajectory_route
+from boltzlab.estimators.verdicts import judge
 from boltzlab.models.base import TemperedModel
-from boltzlab.registry import Registry
 from boltzlab.rng import fork, resolve_generator
 
 #: Chains of the verdict's lower-bound witness (docs/trust.md, "The certified lower bound").
@@ -25,19 +26,6 @@ WITNESS_CHAINS = 1000
 WITNESS_STREAM = 0x5717
 
 __all__ = ["estimate_log_z", "methods", "register_estimator"]
-
-EstimatorFunction = Callable[..., LogZEstimate]
-_ESTIMATORS: Registry[EstimatorFunction] = Registry("method")
-
-
-def register_estimator(name: str) -> Callable[[EstimatorFunction], EstimatorFunction]:
-    """Function decorator: make an estimator reachable as ``estimate_log_z(model, method=name)``."""
-    return _ESTIMATORS.register(name)
-
-
-def methods() -> tuple[str, ...]:
-    """Method names accepted by :func:`estimate_log_z`."""
-    return _ESTIMATORS.names()
 
 
 def estimate_log_z(
@@ -87,42 +75,40 @@ def estimate_log_z(
     >>> abs(ais.log_z - exact.log_z) < 5 * ais.stderr + 1e-3
     True
     """
-    function = _ESTIMATORS.get(method)
-    if function is _ESTIMATORS.get("exact"):
-        return function(model, **options)
-    method = method.lower().replace("_", "-")  # the name the registry found: "RTS", "ti_rb" too
-    if method in TRAJECTORY_ROUTES and "trajectory" in options:
+    record = get_record(method)
+    if record.family == "exact":
+        return record.run(model, **options)
+    method = record.name  # the name the record is filed under: "RTS", "ti_rb" too
+    if record.trajectory_route is not None and "trajectory" in options:
         trajectory = options.pop("trajectory")
         generator = resolve_generator(generator, model.device)
         return with_trajectory_route(
-            estimate_log_z, model, method, trajectory=trajectory, generator=generator, options=options
+            estimate_log_z,
+            model,
+            method,
+            record.trajectory_route,
+            trajectory=trajectory,
+            generator=generator,
+            options=options,
         )
     check_data = options.pop("check_data", None)
-    if check_data is None and method in ("raise", "anchored-ais"):
-        # Their own rows are data: RAISE's held-out examples, anchored AIS's anchor rows.
-        check_data = options.get("data" if method == "raise" else "anchor_data")
+    if check_data is None and record.data_option is not None:
+        # Its own rows are data: RAISE's held-out examples, anchored AIS's anchor rows.
+        check_data = options.get(record.data_option)
     data_label = "data"
     if check_data is None:
         # The rows the model kept when its base was fitted (docs/trust.md, "The witness rows"):
         # without them the witness starts from the base and the verdict says "unchecked".
         check_data, data_label = getattr(model, "witness", None), "witness rows"
-    if method == "anchored-ais" and check_data is not None and options.get("anchor_data") is None:
+    if record.anchors_on_check_data and check_data is not None and options.get(record.data_option) is None:
         # The rows that start the verdict's witness are the ones that anchor the estimate.
-        options["anchor_data"] = check_data
+        options[record.data_option] = check_data
     lower_bound_sweeps = options.pop("lower_bound_sweeps", 200)
     generator = resolve_generator(generator, model.device)
-    # Imported here: the verdict recomputes tempered estimators, whose modules import this one.
-    from boltzlab.estimators import ais_budget, tempered_budget
-    from boltzlab.estimators.budget import TEMPERED_METHODS
-    from boltzlab.estimators.lower_bound import certified_lower_bound, supports_lower_bound
-    from boltzlab.estimators.verdicts import judge
-
     bound = None
-    grows = (method == "ais" and ais_budget.budget_runs(options)) or (
-        method in TEMPERED_METHODS and tempered_budget.budget_runs(options)
-    )
     if (
-        grows
+        record.grows is not None
+        and record.grows(options)
         and options.get("lower_bound") is None
         and lower_bound_sweeps > 0
         and supports_lower_bound(model)
@@ -140,7 +126,7 @@ def estimate_log_z(
             data_label=data_label,
         )
         options["lower_bound"] = bound
-    estimate = function(model, generator=generator, **options)
+    estimate = record.run(model, generator=generator, **options)
     return judge(
         model,
         estimate,

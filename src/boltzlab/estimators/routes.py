@@ -28,10 +28,8 @@ from boltzlab.models.base import TemperedModel
 from boltzlab.models.rbm import RBM
 from boltzlab.rng import fork
 
-__all__ = ["TRAJECTORY_ROUTES", "TRAJECTORY_ROUTE_OPTIONS", "route_note", "with_trajectory_route"]
+__all__ = ["TRAJECTORY_ROUTE_OPTIONS", "route_note", "with_trajectory_route"]
 
-#: Methods that take ``trajectory`` as a second route, and the method that route runs.
-TRAJECTORY_ROUTES = {"rts": "trajectory-rts", "mbar": "trajectory-mbar"}
 #: Options that mean the same on both routes (the rest are the temperature ladder's).
 TRAJECTORY_ROUTE_OPTIONS = ("n_chains", "max_chains", "n_sweeps", "max_sweeps", "target_stderr")
 # The rng.fork stream of the trajectory route's run.
@@ -49,6 +47,7 @@ def with_trajectory_route(
     estimate: Callable[..., LogZEstimate],
     model: TemperedModel,
     method: str,
+    route: str,
     *,
     trajectory: Any,
     generator: torch.Generator,
@@ -63,7 +62,11 @@ def with_trajectory_route(
         (:func:`~boltzlab.estimators.registry.estimate_log_z`).
     model : TemperedModel
         An RBM has a trajectory route; any other model gets the temperature route alone.
-    method : {"rts", "mbar"}
+    method : str
+        The temperature route's method (``"rts"``, ``"mbar"``).
+    route : str
+        The method of the trajectory route (its record's ``trajectory_route``, e.g.
+        ``"trajectory-rts"``).
     trajectory : Trajectory, path or sequence, or None
         The snapshots saved while training ``model``; None: the temperature route alone.
     generator : torch.Generator
@@ -89,9 +92,7 @@ def with_trajectory_route(
         for key in (*TRAJECTORY_ROUTE_OPTIONS, "check_data", "lower_bound_sweeps")
         if key in options
     }
-    second = estimate(
-        model, TRAJECTORY_ROUTES[method], generator=trajectory_route, trajectory=trajectory, **shared
-    )
+    second = estimate(model, route, generator=trajectory_route, trajectory=trajectory, **shared)
     cost = first.cost_sweeps + second.cost_sweeps
     if not second.failed:
         note = (

@@ -47,7 +47,6 @@ import torch
 from torch import Tensor
 
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.registry import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.rts_stages import (
     StageLikelihood,
@@ -57,7 +56,12 @@ from boltzlab.estimators.rts_stages import (
     sandwich_covariance,
     stage_log_likelihood,
 )
-from boltzlab.estimators.tempered_budget import UNIT_ERRORS, estimate_with_budget, long_run_batches
+from boltzlab.estimators.tempered_budget import (
+    UNIT_ERRORS,
+    estimate_with_budget,
+    long_run_batches,
+    register_tempered,
+)
 from boltzlab.estimators.tempered_checks import group_standard_error
 from boltzlab.estimators.tempered_levels import PSEUDO_COUNT, rts_log_z, stopping_statistic, validated_choice
 from boltzlab.estimators.tempered_samples import TemperedSamples
@@ -386,7 +390,11 @@ def _estimate(
     )
 
 
-@register_estimator("rts")
+@register_tempered(
+    "rts",
+    from_samples=lambda samples: rts_from_samples(samples, statistic="rb"),
+    trajectory_route="trajectory-rts",
+)
 def rts(
     model: TemperedModel,
     *,
@@ -452,7 +460,7 @@ def rts(
     )
 
 
-@register_estimator("ts")
+@register_tempered("ts", from_samples=lambda samples: rts_from_samples(samples, statistic="counts"))
 def ts(
     model: TemperedModel,
     *,

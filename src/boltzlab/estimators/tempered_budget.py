@@ -31,18 +31,22 @@ gets that many chains: a budget given is a budget kept.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
 
 from boltzlab.errors import ValidationError
+from boltzlab.estimators.budget import tempered_budget
 from boltzlab.estimators.lower_bound import LowerBound
+from boltzlab.estimators.record import register_estimator
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.tempered_chains import DEFAULT_TARGET_STDERR, joined_start, max_chains_for
-from boltzlab.estimators.tempered_checks import Recompute
+from boltzlab.estimators.tempered_chains import joined_start, max_chains_for
+from boltzlab.estimators.tempered_checks import Recompute, tempered_verdict_checks
 from boltzlab.estimators.tempered_ladders import PlacedLadder, adaptive_ladder
-from boltzlab.estimators.tempered_rounds import check_target_stderr, next_log_z_hat, run_rounds
+from boltzlab.estimators.tempered_rounds import next_log_z_hat, run_rounds
 from boltzlab.estimators.tempered_samples import TemperedSamples, collect_tempered_samples
+from boltzlab.estimators.trust import DEFAULT_TARGET_STDERR, check_target_stderr
 from boltzlab.models.base import TemperedModel
 from boltzlab.rng import resolve_generator
 from boltzlab.validation import check_positive_int
@@ -50,11 +54,13 @@ from boltzlab.validation import check_positive_int
 __all__ = [
     "DEFAULT_BATCHES",
     "DEFAULT_N_SWEEPS",
+    "TEMPERED_FLAGS",
     "UNIT_ERRORS",
     "USER_SAMPLING_OPTIONS",
     "budget_runs",
     "estimate_with_budget",
     "long_run_batches",
+    "register_tempered",
 ]
 
 #: Long-run sweeps per chain of round 0 (the paper's 1,000).
@@ -273,6 +279,26 @@ def estimate_with_budget(
     )
 
 
+#: The ``boltzlab logz`` flags every tempered-sampling estimator takes.
+TEMPERED_FLAGS = frozenset(
+    {"chains", "temperatures", "sweeps", "operator", "alpha", "target-stderr", "max-chains"}
+)
+
+
 def budget_runs(options: dict[str, Any]) -> bool:
     """Whether these options let the budget grow: ``n_sweeps`` alone fixes one round."""
     return "n_sweeps" not in options or options.get("max_sweeps") is not None
+
+
+#: ``@register_tempered(name, from_samples=...)``: the record of a tempered-sampling estimator
+#: over the ladder in temperature, with what the family shares (its budget grows unless
+#: ``n_sweeps`` alone fixes it, its chains shard, the family's checks, the matched budget).
+register_tempered = functools.partial(
+    register_estimator,
+    family="tempered",
+    grows=budget_runs,
+    shards=True,
+    checks=tempered_verdict_checks,
+    matched=tempered_budget,
+    flags=TEMPERED_FLAGS,
+)

@@ -3,7 +3,7 @@
 docs/algorithms.md §4.3 ("How long to run") and docs/trust.md ("Tempered estimators"). The
 rounds of :func:`~boltzlab.estimators.tempered_rounds.run_rounds` double the *length* of the
 run while a check fails. Once the checks pass, a standard error above ``target_stderr``
-(:data:`DEFAULT_TARGET_STDERR`, AIS's 0.1 nats) adds *chains* instead: where chains rarely
+(:data:`~boltzlab.estimators.trust.DEFAULT_TARGET_STDERR`, AIS's 0.1 nats) adds *chains* instead: where chains rarely
 cross the ladder, a longer run of the same chains buys little precision, and independent
 chains buy it at ``1/√n`` (on a CD-1 RBM of binary alphadigits, MBAR's error bar went from
 0.17 to 0.12 nats for twice the sweeps per chain, but to 0.07–0.11 with 400 chains instead
@@ -32,7 +32,6 @@ from boltzlab.validation import check_positive_int
 
 __all__ = [
     "DEFAULT_MAX_CHAINS",
-    "DEFAULT_TARGET_STDERR",
     "GROWTH_MARGIN",
     "Widen",
     "burn_in_sweeps",
@@ -42,8 +41,6 @@ __all__ = [
     "precision_stderr",
 ]
 
-#: The standard error (nats) that the budget adds chains towards once the checks pass: AIS's.
-DEFAULT_TARGET_STDERR = 0.1
 #: Chains a tempered budget may grow to by default (8× the 100 it starts with).
 DEFAULT_MAX_CHAINS = 800
 #: Asked-for chains are this much more than ``1/√n`` says, as AIS's budget does.

@@ -28,16 +28,19 @@ from dataclasses import dataclass
 
 import torch
 
+from boltzlab.estimators.record import find_record
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.tempered_levels import stopping_statistic
 from boltzlab.estimators.tempered_samples import TemperedSamples
 from boltzlab.estimators.trust import (
     GROUP_AGREEMENT_MIN_SPREAD,
     MAX_LEVEL_IMBALANCE,
+    MIN_NEIGHBOUR_OVERLAP,
     MIN_ROUND_TRIPS,
     MIN_TEMPERED_ROUND_TRIPS,
     N_GROUPS,
     PILOT_BOUND_NATS,
+    Verdict,
     check_group_agreement,
 )
 
@@ -45,6 +48,7 @@ __all__ = [
     "Recompute",
     "TemperedDiagnosis",
     "check_level_balance",
+    "check_neighbour_overlap",
     "check_pilot_bound",
     "check_tempered_groups",
     "check_tempered_round_trips",
@@ -54,6 +58,7 @@ __all__ = [
     "mean_round_trips",
     "pilot_log_z",
     "tempered_failures",
+    "tempered_verdict_checks",
 ]
 
 #: An estimator of one tempered method from collected samples (e.g. ``rts_from_samples``).
@@ -258,3 +263,74 @@ def group_standard_error(samples: TemperedSamples, recompute: Recompute, *, n_gr
     if not bool(torch.isfinite(values).all()):
         return math.inf
     return float(values.std() / math.sqrt(n_groups))
+
+
+def tempered_verdict_checks(estimate: LogZEstimate, verdict: Verdict) -> LogZEstimate:
+    """The tempered family's part of the verdict (the records' ``checks``; docs/trust.md).
+
+    Level balance after the run, round trips per chain, the estimate recomputed on independent
+    groups of chains and the pilot's bound, as the budget loop last ran them on these samples
+    (:mod:`boltzlab.estimators.tempered_budget`), or run now with the method's defaults (its
+    record's ``from_samples``); MBAR's overlap of neighbouring levels. Notes: the budget grew
+    to its cap with its own checks failing; the initial iterations did not meet their
+    stopping rule. Returns ``estimate`` unchanged.
+    """
+    samples = getattr(estimate.info, "samples", None)
+    if not isinstance(samples, TemperedSamples):  # an estimate built by hand
+        return estimate
+    for message in _checks_of_last_round(samples, estimate):
+        verdict.check(message)
+    verdict.notes.extend(_budget_notes(samples))
+    overlap = getattr(estimate.info, "neighbour_overlap", None)
+    if isinstance(overlap, torch.Tensor):
+        verdict.check(check_neighbour_overlap(overlap))
+    # A continued round has no initial iterations of its own: its weights come from the
+    # previous round, whose balance the checks above judged.
+    if samples.n_initial_iterations > 0 and samples.stopped is False:
+        verdict.note(
+            "the initial iterations did not meet their stopping rule (max_k |ĉ_k/r_k − 1| < 0.1): "
+            "the level weights were still moving when the run began"
+        )
+    return estimate
+
+
+def _checks_of_last_round(samples: TemperedSamples, estimate: LogZEstimate) -> list[str]:
+    budget = samples.budget
+    rounds = getattr(budget, "rounds", ())
+    if rounds and rounds[-1].log_z == estimate.log_z:
+        return list(rounds[-1].diagnosis.failures())
+    record = find_record(estimate.method)
+    if record is None or record.from_samples is None:
+        return []
+    return tempered_failures(samples, record.from_samples, estimate)
+
+
+def _budget_notes(samples: TemperedSamples) -> list[str]:
+    """A note when the budget grew to its cap with its own (stricter) checks still failing."""
+    budget = samples.budget
+    if budget is None or budget.passed or len(budget.rounds) < 2:
+        return []
+    chains = budget.rounds[-1].n_chains
+    more = f" and {chains} chains" if chains != budget.rounds[0].n_chains else ""
+    return [
+        f"the budget grew over {len(budget.rounds)} rounds to {budget.sweeps_per_chain} sweeps per chain"
+        f"{more} and stopped ({budget.stop_reason}) with its checks still failing ({budget.rounds[-1].failures[0]})"
+    ]
+
+
+def check_neighbour_overlap(neighbour_overlap: torch.Tensor) -> str | None:
+    """Every pair of neighbouring levels overlaps by at least ``MIN_NEIGHBOUR_OVERLAP`` (MBAR).
+
+    ``neighbour_overlap`` has shape ``(K − 1,)``: ``min(O[k, k+1], O[k+1, k])`` of pymbar's
+    overlap matrix.
+    """
+    if neighbour_overlap.numel() == 0:
+        return None
+    worst = int(torch.argmin(neighbour_overlap))
+    value = float(neighbour_overlap[worst])
+    if not value >= MIN_NEIGHBOUR_OVERLAP:
+        return (
+            f"neighbouring levels {worst} and {worst + 1} overlap by {value:.3g} in MBAR's overlap matrix, "
+            f"below {MIN_NEIGHBOUR_OVERLAP:g}: the levels are not tied together by shared samples"
+        )
+    return None

@@ -8,20 +8,15 @@ route (``trajectory-rts``, ``trajectory-mbar``): :func:`run_rounds` and the reco
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 import torch
 
 from boltzlab import distributed
-from boltzlab.errors import ValidationError
 from boltzlab.estimators.lower_bound import LowerBound
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.tempered_chains import (
-    DEFAULT_TARGET_STDERR,
     Widen,
     burn_in_sweeps,
     chains_for_target,
@@ -35,11 +30,9 @@ from boltzlab.estimators.trust import check_lower_bound
 
 __all__ = [
     "DEFAULT_MAX_SWEEPS",
-    "DEFAULT_TARGET_STDERR",
     "BudgetRound",
     "TemperedBudget",
     "bound_failures",
-    "check_target_stderr",
     "next_log_z_hat",
     "run_rounds",
     "stderr_failures",
@@ -271,17 +264,6 @@ def run_rounds(
     samples = replace(samples, budget=budget, earlier_cost_sweeps=earlier)
     info = replace(estimate.info, samples=samples, budget=budget)
     return replace(estimate, cost_sweeps=samples.cost_sweeps, info=info)
-
-
-def check_target_stderr(value: Any) -> float | None:
-    """``target_stderr`` as a float of nats (finite, positive) or ``None``."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 < float(value) < math.inf:
-        raise ValidationError(
-            f"target_stderr must be a positive, finite number of nats or None, got {value!r}"
-        )
-    return float(value)
 
 
 def bound_failures(estimate: LogZEstimate, bound: LowerBound | None) -> tuple[str, ...]:

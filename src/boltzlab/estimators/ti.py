@@ -46,9 +46,13 @@ import torch
 from torch import Tensor
 
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.registry import register_estimator
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.tempered_budget import UNIT_ERRORS, estimate_with_budget, long_run_batches
+from boltzlab.estimators.tempered_budget import (
+    UNIT_ERRORS,
+    estimate_with_budget,
+    long_run_batches,
+    register_tempered,
+)
 from boltzlab.estimators.tempered_levels import validated_choice
 from boltzlab.estimators.tempered_samples import TemperedSamples
 from boltzlab.models.base import TemperedModel
@@ -339,7 +343,7 @@ def _estimate(
     )
 
 
-@register_estimator("ti")
+@register_tempered("ti", from_samples=ti_from_samples)
 def ti(
     model: TemperedModel,
     *,
@@ -385,7 +389,7 @@ def ti(
     )
 
 
-@register_estimator("ti-rb")
+@register_tempered("ti-rb", from_samples=ti_rb_from_samples)
 def ti_rb(
     model: TemperedModel,
     *,

@@ -50,8 +50,9 @@ from torch import Tensor
 
 from boltzlab import operators
 from boltzlab.errors import ValidationError
+from boltzlab.estimators.ais_budget import annealing_checks
 from boltzlab.estimators.annealing import check_finite_log_weights, operator_name, reads_current_state
-from boltzlab.estimators.registry import register_estimator
+from boltzlab.estimators.record import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.trajectory_path import (
     Kernel,
@@ -64,8 +65,7 @@ from boltzlab.estimators.trajectory_path import (
     walk_segment,
 )
 from boltzlab.models.rbm import RBM
-from boltzlab.models.trajectory import Trajectory
-from boltzlab.models.trajectory_files import as_trajectory
+from boltzlab.models.trajectory import Trajectory, as_trajectory
 from boltzlab.numerics import ess, log_mean_exp, log_mean_exp_stderr
 from boltzlab.rng import resolve_generator
 from boltzlab.validation import check_positive_int, require
@@ -166,7 +166,7 @@ class TrajectoryAISInfo:
 
 def resolve_trajectory(trajectory: Any, model: RBM) -> tuple[Trajectory, bool]:
     """The path for ``model``: ``trajectory`` (anything
-    :func:`~boltzlab.models.trajectory_files.as_trajectory` reads) in the model's dtype and
+    :func:`~boltzlab.models.trajectory.as_trajectory` reads) in the model's dtype and
     device, ending at the model; returns it and whether the model had to be appended."""
     if trajectory is None:
         raise ValidationError(
@@ -341,7 +341,14 @@ def pilot_check(log_z: float, stderr: float, candidates: Sequence[PathCandidate]
     return None
 
 
-@register_estimator("trajectory-ais")
+@register_estimator(
+    "trajectory-ais",
+    family="trajectory",
+    needs_trajectory=True,
+    checks=annealing_checks,
+    flags={"chains", "temperatures", "operator", "alpha"},
+    keywords={"temperatures": "n_steps"},  # its increments K along the path
+)
 def trajectory_ais(
     model: RBM,
     *,
@@ -369,7 +376,7 @@ def trajectory_ais(
         The snapshots saved while training ``model`` (same sizes): a :class:`Trajectory`, a
         ``trajectory.safetensors`` file, a run directory holding one, a directory of model
         files (one per snapshot), or the snapshot models in training order
-        (:func:`~boltzlab.models.trajectory_files.as_trajectory`).
+        (:func:`~boltzlab.models.trajectory.as_trajectory`).
     n_chains : int, default 256
         Independent annealing runs of the main run.
     n_steps : int, optional

@@ -46,13 +46,13 @@ from torch import Tensor
 from boltzlab import operators
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.mbar import mbar_for_groups, mbar_from_samples
-from boltzlab.estimators.registry import register_estimator
+from boltzlab.estimators.record import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.rts import rts_from_samples
-from boltzlab.estimators.tempered_chains import DEFAULT_TARGET_STDERR, joined_start, max_chains_for
+from boltzlab.estimators.tempered_chains import joined_start, max_chains_for
+from boltzlab.estimators.tempered_checks import tempered_verdict_checks
 from boltzlab.estimators.tempered_rounds import (
     TemperedBudget,
-    check_target_stderr,
     next_log_z_hat,
     run_rounds,
 )
@@ -66,6 +66,7 @@ from boltzlab.estimators.trajectory_ais import (
 )
 from boltzlab.estimators.trajectory_levels import PathLevels, collect_trajectory_samples, pilot_level_log_z
 from boltzlab.estimators.trajectory_path import Kernel, plan_positions
+from boltzlab.estimators.trust import DEFAULT_TARGET_STDERR, check_target_stderr
 from boltzlab.models.rbm import RBM
 from boltzlab.models.trajectory import Trajectory
 from boltzlab.rng import resolve_generator
@@ -330,7 +331,18 @@ _OPTIONS_DOC = """
 """
 
 
-@register_estimator("trajectory-rts")
+#: The ``boltzlab logz`` flags of the tempered methods along the trajectory (they sweep with Gibbs).
+TRAJECTORY_TEMPERED_FLAGS = frozenset({"chains", "temperatures", "sweeps", "target-stderr", "max-chains"})
+
+
+@register_estimator(
+    "trajectory-rts",
+    family="trajectory",
+    needs_trajectory=True,
+    checks=tempered_verdict_checks,
+    flags=TRAJECTORY_TEMPERED_FLAGS,
+    keywords={"temperatures": "n_levels"},  # its levels along the path
+)
 def trajectory_rts(
     model: RBM,
     *,
@@ -350,7 +362,14 @@ def trajectory_rts(
     )
 
 
-@register_estimator("trajectory-mbar")
+@register_estimator(
+    "trajectory-mbar",
+    family="trajectory",
+    needs_trajectory=True,
+    checks=tempered_verdict_checks,
+    flags=TRAJECTORY_TEMPERED_FLAGS,
+    keywords={"temperatures": "n_levels"},  # its levels along the path
+)
 def trajectory_mbar(
     model: RBM,
     *,

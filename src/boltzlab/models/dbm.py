@@ -22,6 +22,16 @@ summed-out group (docs/open-questions.md item 26; summing the even layers is equ
 — ``softplus(β a)``, not ``β softplus(a)``; ``p1'`` is the base with the odd layers' uniform
 factors summed out (:class:`~boltzlab.models.base.MarginalTerms`).
 
+**Mean field.** :func:`mean_field_fixed_point` iterates the means of the factorial posterior
+``Q(h | v)`` to the fixed point of Salakhutdinov & Hinton (2009), §3,
+
+    μ^l = σ(b^l + μ^{l−1}W^l + W^{l+1}μ^{l+1}),     μ⁰ = v,  no μ^{L+1} term,
+
+in the schedule and from the initialisation that :mod:`boltzlab.models.mean_field` describes
+(odd layers, then even hidden layers; bottom-up pass or zeros), on inputs already checked:
+:meth:`DBM.chains_from` starts chains from it, and :mod:`boltzlab.models.mean_field` (which
+imports this module) adds the checked public doors and the variational bound.
+
 The exact sums over one parity (:meth:`DBM.enumerate_log_f`, the exact ``free_energy(v)``)
 are in :mod:`boltzlab.models.dbm_enumeration`, the base in :mod:`boltzlab.models.base_rate`
 and the file kind in :mod:`boltzlab.models.files`.
@@ -30,6 +40,7 @@ and the file kind in :mod:`boltzlab.models.files`.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
@@ -48,7 +59,7 @@ from boltzlab.models.parameters import check_dtype, check_finite, normal_weights
 from boltzlab.rng import resolve_generator, sample_bernoulli
 from boltzlab.validation import as_binary_tensor, check_positive_int, require
 
-__all__ = ["DBM", "check_layer_sizes"]
+__all__ = ["DBM", "MeanFieldResult", "check_layer_sizes", "mean_field_fixed_point"]
 
 
 def check_layer_sizes(layer_sizes: Sequence[int]) -> tuple[int, ...]:
@@ -319,10 +330,10 @@ class DBM(BaseRateModel, ModelFile, nn.Module):
         ``chains_from``, but ``p(h | v)`` of a DBM is not factorial, so its factorial
         mean-field approximation is sampled instead.
         """
-        from boltzlab.models.mean_field import mean_field_posterior
-
         generator = resolve_generator(generator, self.device)
-        means = mean_field_posterior(self, v, n_updates=5).means
+        # mean_field_posterior(self, v, n_updates=5) less its check that self is a DBM.
+        v = as_binary_tensor(v, "data", n_units=self.layer_sizes[0], dtype=self.dtype, device=self.device)
+        means = mean_field_fixed_point(self, v, 5, "bottom_up").means
         with torch.no_grad():
             hidden = [sample_bernoulli(mean.contiguous(), generator=generator) for mean in means[1:]]
         return chains_at((means[0], *hidden), beta)
@@ -344,6 +355,60 @@ class DBM(BaseRateModel, ModelFile, nn.Module):
         yield from enumerate_parity_log_f(
             self._parameters64(), float(beta), chunk_states=chunk_states, enumerated=enumerated
         )
+
+
+# ---------------------------------------------------------------------------- mean field
+@dataclass(frozen=True, slots=True)
+class MeanFieldResult:
+    """Means of the factorial posterior ``Q(h | v)`` after a number of fixed-point updates.
+
+    Attributes
+    ----------
+    means : tuple of Tensor
+        ``(v, μ¹, …, μ^L)``, shapes ``(n, n_l)`` in the model's dtype; index 0 is the data
+        itself, so ``means`` can be passed wherever a DBM expects its layers.
+    n_updates : int
+        Number of updates applied after the initialisation.
+    last_change : Tensor, shape (n,), float64
+        ``max_j |Δμ_j|`` over every hidden unit in the last update (``inf`` when
+        ``n_updates == 0``): how far each example is from the fixed point.
+    """
+
+    means: tuple[Tensor, ...]
+    n_updates: int
+    last_change: Tensor
+
+
+def mean_field_fixed_point(dbm: DBM, v: Tensor, n_updates: int, init: str) -> MeanFieldResult:
+    """The fixed-point iteration of :func:`~boltzlab.models.mean_field.mean_field_posterior` on
+    inputs already checked.
+
+    ``v`` (shape ``(n, n_visible)``) must be in the model's dtype and on its device; for callers
+    (the mean-field training objective, :meth:`DBM.chains_from`) that validated their data once
+    at the public door.
+    """
+    n_layers = len(dbm.layer_sizes)
+    ones = torch.ones(v.shape[0], dtype=dbm.dtype, device=dbm.device)
+    means: list[Tensor] = [v]
+    with torch.no_grad():
+        for index in range(1, n_layers):
+            if init == "zeros":
+                means.append(v.new_zeros(v.shape[0], dbm.layer_sizes[index]))
+            else:  # bottom-up: the input from below only (the layer above is not set yet)
+                below = gemm.addmm(dbm.biases[index], means[index - 1], dbm.weights[index - 1])
+                means.append(below.sigmoid_())
+        last_change = torch.full((v.shape[0],), torch.inf, dtype=torch.float64, device=v.device)
+        odd, even = dbm.update_groups
+        for _ in range(n_updates):
+            last_change = torch.zeros_like(last_change)
+            for group in (odd, even[1:]):
+                snapshot = tuple(means)
+                for index in group:
+                    new = dbm.conditional_logits(index, snapshot, ones).sigmoid_()
+                    change = (new - means[index]).abs().amax(1).to(torch.float64)
+                    last_change = torch.maximum(last_change, change)
+                    means[index] = new
+    return MeanFieldResult(means=tuple(means), n_updates=n_updates, last_change=last_change)
 
 
 register_model_kind(dbm_kind(DBM))

@@ -24,19 +24,21 @@ The CAST paper (Salakhutdinov 2010) uses 5 updates, the default here.
 (in float64) before the logarithms, because a float32 mean saturates to exactly 0 or 1.
 The clipped means are used in the energy term too, so the value is the exact bound of a
 (slightly different) factorial ``Q`` and stays a valid lower bound.
+
+The iteration itself (:class:`MeanFieldResult`, :func:`mean_field_fixed_point`, both
+re-exported here) is the DBM's own, in :mod:`boltzlab.models.dbm`, which starts its chains
+from the mean-field posterior; this module checks its inputs are a DBM.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from boltzlab import gemm
 from boltzlab.errors import ValidationError
-from boltzlab.models.dbm import DBM
+from boltzlab.models.dbm import DBM, MeanFieldResult, mean_field_fixed_point
 from boltzlab.validation import as_binary_tensor, check_nonnegative_int, check_positive_int, require
 
 __all__ = [
@@ -51,27 +53,6 @@ __all__ = [
 _INITS = ("bottom_up", "zeros")
 
 
-@dataclass(frozen=True, slots=True)
-class MeanFieldResult:
-    """Means of the factorial posterior ``Q(h | v)`` after a number of fixed-point updates.
-
-    Attributes
-    ----------
-    means : tuple of Tensor
-        ``(v, μ¹, …, μ^L)``, shapes ``(n, n_l)`` in the model's dtype; index 0 is the data
-        itself, so ``means`` can be passed wherever a DBM expects its layers.
-    n_updates : int
-        Number of updates applied after the initialisation.
-    last_change : Tensor, shape (n,), float64
-        ``max_j |Δμ_j|`` over every hidden unit in the last update (``inf`` when
-        ``n_updates == 0``): how far each example is from the fixed point.
-    """
-
-    means: tuple[Tensor, ...]
-    n_updates: int
-    last_change: Tensor
-
-
 def binary_entropy(means: Tensor, *, epsilon: float = 1e-12) -> Tensor:
     """``−[μ log μ + (1 − μ) log(1 − μ)]`` elementwise, μ clipped to ``[ε, 1 − ε]``; float64.
 
@@ -79,36 +60,6 @@ def binary_entropy(means: Tensor, *, epsilon: float = 1e-12) -> Tensor:
     """
     clipped = means.to(torch.float64).clamp(epsilon, 1.0 - epsilon)
     return -(clipped * torch.log(clipped) + (1.0 - clipped) * torch.log1p(-clipped))
-
-
-def mean_field_fixed_point(dbm: DBM, v: Tensor, n_updates: int, init: str) -> MeanFieldResult:
-    """The fixed-point iteration of :func:`mean_field_posterior` on inputs already checked.
-
-    ``v`` (shape ``(n, n_visible)``) must be in the model's dtype and on its device; for callers
-    (the mean-field training objective) that validated their data once at the public door.
-    """
-    n_layers = len(dbm.layer_sizes)
-    ones = torch.ones(v.shape[0], dtype=dbm.dtype, device=dbm.device)
-    means: list[Tensor] = [v]
-    with torch.no_grad():
-        for index in range(1, n_layers):
-            if init == "zeros":
-                means.append(v.new_zeros(v.shape[0], dbm.layer_sizes[index]))
-            else:  # bottom-up: the input from below only (the layer above is not set yet)
-                below = gemm.addmm(dbm.biases[index], means[index - 1], dbm.weights[index - 1])
-                means.append(below.sigmoid_())
-        last_change = torch.full((v.shape[0],), torch.inf, dtype=torch.float64, device=v.device)
-        odd, even = dbm.update_groups
-        for _ in range(n_updates):
-            last_change = torch.zeros_like(last_change)
-            for group in (odd, even[1:]):
-                snapshot = tuple(means)
-                for index in group:
-                    new = dbm.conditional_logits(index, snapshot, ones).sigmoid_()
-                    change = (new - means[index]).abs().amax(1).to(torch.float64)
-                    last_change = torch.maximum(last_change, change)
-                    means[index] = new
-    return MeanFieldResult(means=tuple(means), n_updates=n_updates, last_change=last_change)
 
 
 def _check_common(dbm: Any, data: Any, n_updates: Any, init: Any) -> tuple[Tensor, int]:

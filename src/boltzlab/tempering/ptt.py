@@ -51,8 +51,7 @@ from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, log_f_marginal
 from boltzlab.models.rbm import RBM
-from boltzlab.models.trajectory import Trajectory
-from boltzlab.models.trajectory_files import as_trajectory
+from boltzlab.models.trajectory import Trajectory, as_trajectory
 from boltzlab.operators.base import Operator
 from boltzlab.operators.base import resolve as resolve_operator
 from boltzlab.tempering.base import check_state_chains, metropolis_accept, redraw_summed_layers
@@ -109,7 +108,7 @@ class TrajectoryTempering:
         Run at every level with that level's parameters.
     trajectory : Trajectory, str, Path, or sequence of RBMs or paths
         The model's training trajectory, in any form
-        :func:`~boltzlab.models.trajectory_files.as_trajectory` reads (a ``trajectory.safetensors``
+        :func:`~boltzlab.models.trajectory.as_trajectory` reads (a ``trajectory.safetensors``
         file or run directory, a directory of model files, the snapshot models).
     levels : {"all", "acceptance"} or sequence of float, default "all"
         Trajectory points to use as levels below the model (see the module docstring);

@@ -45,6 +45,8 @@ from boltzlab import gemm
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.ais_budget import without_budget
+from boltzlab.estimators.exact import exact_log_z
+from boltzlab.estimators.registry import estimate_log_z
 from boltzlab.models.dbm import DBM
 from boltzlab.models.mean_field import mean_field_fixed_point, variational_lower_bound
 from boltzlab.rng import make_generator
@@ -279,9 +281,6 @@ class VariationalBoundTracker(Callback):
         return update % self.every == 0
 
     def _log_z(self, model: DBM, update: int) -> tuple[float, float]:
-        from boltzlab.estimators.exact import exact_log_z
-        from boltzlab.estimators.registry import estimate_log_z
-
         if self.log_z_method == "exact":
             return exact_log_z(model), 0.0
         # A seed per (tracker seed, update): deterministic, independent of the trainer's stream.

@@ -1,0 +1,91 @@
+"""One record per estimator: every place that treats methods differently reads it.
+
+Properties checked: every method has a record whose family and flags are known; a new tempered
+variant registered in one place (as CONTRIBUTING.md shows) is reachable from
+``estimate_log_z`` with the witness handed to its budget, judged by the tempered family's
+checks, given a matched budget and the CLI's flags, and its chain-group check uses the
+record's ``from_samples`` — with no other file edited.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+import boltzlab as bl
+from boltzlab.cli.logz import estimator_options, methods_taking
+from boltzlab.errors import ValidationError
+from boltzlab.estimators.budget import matched_options, tempered_budget
+from boltzlab.estimators.record import FAMILIES, FLAGS, get_record, records, unregister_estimator
+from boltzlab.estimators.rts import rts_from_samples, ts
+from boltzlab.estimators.tempered_budget import register_tempered
+from boltzlab.estimators.tempered_checks import tempered_verdict_checks
+from boltzlab.estimators.trust import Verdict
+
+
+def test_every_method_has_a_record_with_a_known_family_and_flags() -> None:
+    assert {record.name for record in records()} == set(bl.estimators.methods())
+    for record in records():
+        assert record.family in FAMILIES and record.flags <= set(FLAGS)
+        assert get_record(record.name.upper().replace("-", "_")) is record
+    assert {record.name for record in records("tempered")} == {"rts", "ts", "ti", "ti-rb", "mbar"}
+    assert {r.name for r in records() if r.trajectory_route} == {"rts", "mbar"}
+
+
+def test_an_unknown_method_is_refused_with_the_known_ones() -> None:
+    with pytest.raises(ValidationError, match=r"unknown method 'nope'; choose one of .*ais"):
+        get_record("nope")
+
+
+calls: list[str] = []
+
+
+@pytest.fixture
+def variant() -> Iterator[str]:
+    """A tempered variant in one decorated function: TS whose groups are recomputed by RTS."""
+
+    def from_samples(samples):
+        calls.append("from_samples")
+        return rts_from_samples(samples, statistic="counts")
+
+    @register_tempered("test-ts", from_samples=from_samples)
+    def test_ts(model, **options):
+        calls.append("run")
+        return dataclasses.replace(ts(model, **options), method="test-ts")
+
+    calls.clear()
+    yield "test-ts"
+    unregister_estimator("test-ts")
+
+
+def test_a_tempered_variant_is_one_registration(variant: str) -> None:
+    model = bl.RBM(n_visible=6, n_hidden=3, generator=2)
+    rows = (torch.rand(40, 6, generator=torch.Generator().manual_seed(0)) < 0.5).float()
+    # Its budget grows (no n_sweeps): the verdict's witness runs first and is handed to it.
+    estimate = bl.estimate_log_z(
+        model, variant, n_chains=20, n_temperatures=6, max_sweeps=200, check_data=rows, generator=1
+    )
+    exact = bl.exact_log_z(model)
+    assert abs(estimate.log_z - exact) < 5 * estimate.stderr + 1e-3
+    assert estimate.method == variant and estimate.lower_bound is not None
+    assert estimate.lower_bound.started_from.startswith("data") and calls == ["run"]
+    # Samples the budget loop never judged: the verdict recomputes the estimate on chain
+    # groups with the record's from_samples.
+    samples = dataclasses.replace(estimate.info.samples, budget=None)
+    unjudged = dataclasses.replace(estimate, info=dataclasses.replace(estimate.info, samples=samples))
+    assert tempered_verdict_checks(unjudged, Verdict()) is unjudged and "from_samples" in calls
+    assert matched_options(variant, 1000) == tempered_budget(1000)
+    assert estimator_options(variant, {"sweeps": 50, "max-chains": 40}) == {"n_sweeps": 50, "max_chains": 40}
+    with pytest.raises(ValidationError, match="takes no --schedule"):
+        estimator_options(variant, {"schedule": "linear"})
+    assert variant in methods_taking("sweeps")
+
+
+def test_cli_flag_lists_come_from_the_records() -> None:
+    assert methods_taking("examples") == ["raise"]
+    assert methods_taking("decelerate") == ["ais", "anchored-ais", "raise"]
+    assert estimator_options("trajectory-ais", {"temperatures": 7}) == {"n_steps": 7}
+    assert estimator_options("trajectory-rts", {"temperatures": 7}) == {"n_levels": 7}
