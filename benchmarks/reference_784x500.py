@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> None:
         _save_results(results_path, rows)
     bound_path = arguments.out / "reference_784x500_bound.json"
     if not bound_path.is_file():
-        bound = bl.estimators.lower_bound.certified_lower_bound(model, data=check, generator=0)
+        bound = bl.estimators.verdict.certified_lower_bound(model, data=check, generator=0)
         bound_path.write_text(json.dumps(dataclasses.asdict(bound) | {"tight": bound.tight}) + "\n")
     text = report(rows, json.loads(bound_path.read_text()))
     (arguments.out / "reference_784x500.md").write_text(text)

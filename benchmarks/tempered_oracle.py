@@ -22,7 +22,7 @@ import time
 import torch
 
 import boltzlab as bl
-from boltzlab.estimators.tempered_ladders import adaptive_ladder
+from boltzlab.estimators.tempered.ladders import adaptive_ladder
 from boltzlab.io.model_files import load_model
 
 

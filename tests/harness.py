@@ -819,7 +819,7 @@ def check_adapted_sampler_exact(
 
 def stand_in_bound(log_z: float):
     """A certified lower bound at ``log_z``: a stand-in for the verdict's witness in budget tests."""
-    from boltzlab.estimators.lower_bound import LowerBound
+    from boltzlab.estimators.verdict.lower_bound import LowerBound
 
     return LowerBound(
         log_z=log_z,

@@ -20,8 +20,8 @@ from boltzlab.estimators import (
     joint_states,
     varopt,
 )
-from boltzlab.estimators.adaptive_schedules import resolve_schedule, schedule_from_g, smooth_g
-from boltzlab.estimators.schedules import linear, sm08
+from boltzlab.estimators.annealing.adaptive_schedules import resolve_schedule, schedule_from_g, smooth_g
+from boltzlab.estimators.annealing.schedules import linear, sm08
 from boltzlab.models.base import log_f_marginal, path_derivative
 from boltzlab.models.rbm import all_binary_states
 from harness import random_rbm

@@ -12,7 +12,7 @@ import torch
 import boltzlab as bl
 from boltzlab.errors import DivergenceError, ValidationError
 from boltzlab.estimators import AISInfo, ais
-from boltzlab.estimators.schedules import sm08
+from boltzlab.estimators.annealing.schedules import sm08
 from boltzlab.models import log_f_marginal
 from boltzlab.numerics import ess
 from harness import check_estimator_exact, random_rbm
@@ -101,7 +101,7 @@ def test_increment_is_accurate_for_extreme_preactivations(n_summed):
     # The closed form for Σ_j softplus(β'a_j) − softplus(βa_j) against logaddexp(0, x) in
     # float64, for huge, tiny and zero inputs, the first step from β = 0, a full step 0 → 1,
     # and more units than one product of ratios may hold (2,500 > 1,000: 2^-2500 underflows).
-    from boltzlab.estimators.annealing import add_log_f_increment_
+    from boltzlab.estimators.annealing.increments import add_log_f_increment_
     from boltzlab.models.base import MarginalTerms
 
     g = torch.Generator().manual_seed(0)
@@ -163,7 +163,7 @@ def test_result_and_info_contract():
         info.ess = 1.0  # type: ignore[misc]
     assert info.log_weights.dtype == torch.float64 and info.log_weights.shape == (13,)
     assert info.operator == "gibbs" and info.n_chains == 13
-    assert torch.equal(info.schedule, bl.estimators.schedules.linear(300))
+    assert torch.equal(info.schedule, bl.estimators.annealing.schedules.linear(300))
     # ESS from the returned log-weights, computed here rather than by the library: (Σw)²/Σw².
     weights = torch.exp(info.log_weights - info.log_weights.max())
     expected_ess = float(weights.sum() ** 2 / weights.square().sum())
@@ -187,7 +187,7 @@ def test_ess_trace_does_not_depend_on_the_snapshot_block(monkeypatch):
     model = random_rbm(7, 3, seed=4, base_rate=True)
     blocked = ais(model, n_chains=13, n_temperatures=600, schedule="linear", generator=3)
     # (the package exports the function ``ais``, which hides the module of the same name)
-    monkeypatch.setattr(importlib.import_module("boltzlab.estimators.ais"), "_SNAPSHOT_ELEMENTS", 1)
+    monkeypatch.setattr(importlib.import_module("boltzlab.estimators.annealing.ais"), "_SNAPSHOT_ELEMENTS", 1)
     single = ais(model, n_chains=13, n_temperatures=600, schedule="linear", generator=3)
     assert torch.equal(blocked.info.log_weights, single.info.log_weights)
     assert torch.allclose(blocked.info.log_ess_trace, single.info.log_ess_trace, rtol=0, atol=1e-12)

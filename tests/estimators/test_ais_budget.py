@@ -10,7 +10,7 @@ import boltzlab as bl
 from boltzlab.cli.logz import describe_estimate
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import ais
-from boltzlab.estimators.ais_budget import (
+from boltzlab.estimators.annealing.chain_budget import (
     DEFAULT_CHAINS,
     DEFAULT_MAX_CHAINS,
     budget_failures,
@@ -19,7 +19,7 @@ from boltzlab.estimators.ais_budget import (
     plan_chains,
     without_budget,
 )
-from boltzlab.estimators.trust import DEFAULT_TARGET_STDERR as TARGET_STDERR
+from boltzlab.estimators.verdict.checks import DEFAULT_TARGET_STDERR as TARGET_STDERR
 from harness import random_rbm, stand_in_bound
 
 # A strongly coupled RBM annealed through 20 temperatures: 100 chains leave a standard error

@@ -10,8 +10,8 @@ import torch
 
 import boltzlab as bl
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.anchored import AnchoredInfo, anchor_log_weights
-from boltzlab.estimators.lower_bound import log_f_layer, visited_states
+from boltzlab.estimators.annealing.anchored import AnchoredInfo, anchor_log_weights
+from boltzlab.estimators.verdict.lower_bound import log_f_layer, visited_states
 from harness import check_estimator_exact, random_dbm, random_rbm, sharp_rbm
 
 pytestmark = pytest.mark.filterwarnings("ignore:AIS is starting from a uniform base")

@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.budget import matched_options, tempered_budget
+from boltzlab.estimators.budget import matched_options
+from boltzlab.estimators.tempered.budget import tempered_budget
 
 
 def test_tempered_budget_never_exceeds_the_total() -> None:

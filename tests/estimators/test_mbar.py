@@ -9,7 +9,8 @@ import torch
 import boltzlab as bl
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import MBARInfo, collect_tempered_samples
-from boltzlab.estimators.mbar import (
+from boltzlab.estimators.tempered.checks import check_neighbour_overlap
+from boltzlab.estimators.tempered.mbar import (
     _one_step_replicate,
     _reduced_potentials,
     _solve,
@@ -18,9 +19,8 @@ from boltzlab.estimators.mbar import (
     mbar_log_z,
     neighbour_overlap,
 )
-from boltzlab.estimators.rts import rts_from_samples
-from boltzlab.estimators.tempered_checks import check_neighbour_overlap
-from boltzlab.estimators.trust import MIN_NEIGHBOUR_OVERLAP
+from boltzlab.estimators.tempered.rts import rts_from_samples
+from boltzlab.estimators.verdict.checks import MIN_NEIGHBOUR_OVERLAP
 from boltzlab.models import log_f_marginal_all
 from boltzlab.numerics import log_mean_exp
 from harness import check_estimator_exact, random_rbm

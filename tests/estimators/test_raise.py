@@ -13,7 +13,7 @@ import torch
 import boltzlab as bl
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import RAISEResult, joint_log_probabilities, raise_log_likelihood
-from boltzlab.estimators.schedules import linear
+from boltzlab.estimators.annealing.schedules import linear
 from boltzlab.evaluation import group_transition_matrix, transition_matrix
 from harness import check_estimator_exact, random_rbm
 

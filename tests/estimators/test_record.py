@@ -18,12 +18,17 @@ import torch
 import boltzlab as bl
 from boltzlab.cli.logz import estimator_options, methods_taking
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.budget import matched_options, tempered_budget
+from boltzlab.estimators.budget import matched_options
 from boltzlab.estimators.record import FAMILIES, FLAGS, get_record, records, unregister_estimator
-from boltzlab.estimators.rts import rts_from_samples, ts
-from boltzlab.estimators.tempered_budget import register_tempered
-from boltzlab.estimators.tempered_checks import tempered_verdict_checks
-from boltzlab.estimators.trust import Verdict
+from boltzlab.estimators.tempered.budget import (
+    estimate_with_budget,
+    long_run_batches,
+    register_tempered,
+    tempered_budget,
+)
+from boltzlab.estimators.tempered.checks import tempered_verdict_checks
+from boltzlab.estimators.tempered.rts import rts_from_samples
+from boltzlab.estimators.verdict.checks import Verdict
 
 
 def test_every_method_has_a_record_with_a_known_family_and_flags() -> None:
@@ -43,22 +48,31 @@ def test_an_unknown_method_is_refused_with_the_known_ones() -> None:
 calls: list[str] = []
 
 
+def _counts(samples):
+    calls.append("from_samples")
+    return rts_from_samples(samples, statistic="counts")
+
+
 @pytest.fixture
 def variant() -> Iterator[str]:
-    """A tempered variant in one decorated function: TS whose groups are recomputed by RTS."""
+    """The tempered variant of CONTRIBUTING.md, "A new log Z estimator": TS under its own name."""
 
-    def from_samples(samples):
-        calls.append("from_samples")
-        return rts_from_samples(samples, statistic="counts")
-
-    @register_tempered("test-ts", from_samples=from_samples)
-    def test_ts(model, **options):
+    @register_tempered("my-ts", from_samples=_counts)
+    def my_ts(model, *, generator=None, **options):
         calls.append("run")
-        return dataclasses.replace(ts(model, **options), method="test-ts")
+        return estimate_with_budget(
+            model,
+            "my-ts",
+            recompute=_counts,
+            generator=generator,
+            options=options,
+            own_options=(),
+            n_batches=long_run_batches("chains", None),
+        )
 
     calls.clear()
-    yield "test-ts"
-    unregister_estimator("test-ts")
+    yield "my-ts"
+    unregister_estimator("my-ts")
 
 
 def test_a_tempered_variant_is_one_registration(variant: str) -> None:
@@ -71,7 +85,12 @@ def test_a_tempered_variant_is_one_registration(variant: str) -> None:
     exact = bl.exact_log_z(model)
     assert abs(estimate.log_z - exact) < 5 * estimate.stderr + 1e-3
     assert estimate.method == variant and estimate.lower_bound is not None
-    assert estimate.lower_bound.started_from.startswith("data") and calls == ["run"]
+    assert estimate.lower_bound.started_from.startswith("data") and calls[0] == "run"
+    same = bl.estimate_log_z(
+        model, "ts", n_chains=20, n_temperatures=6, max_sweeps=200, check_data=rows, generator=1
+    )
+    assert (estimate.log_z, estimate.stderr, estimate.verdict) == (same.log_z, same.stderr, same.verdict)
+    calls.clear()
     # Samples the budget loop never judged: the verdict recomputes the estimate on chain
     # groups with the record's from_samples.
     samples = dataclasses.replace(estimate.info.samples, budget=None)

@@ -12,7 +12,7 @@ import torch
 import boltzlab as bl
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import RTSInfo, TemperedSamples, collect_tempered_samples
-from boltzlab.estimators.rts import (
+from boltzlab.estimators.tempered.rts import (
     combine_stages,
     rts_from_samples,
     rts_log_z,
@@ -20,7 +20,7 @@ from boltzlab.estimators.rts import (
     sandwich_covariance,
     stage_log_likelihood,
 )
-from boltzlab.estimators.tempered_samples import level_log_probabilities, resolve_log_prior
+from boltzlab.estimators.tempered.samples import level_log_probabilities, resolve_log_prior
 from boltzlab.models import log_f_marginal_all
 from boltzlab.models.rbm import all_binary_states
 from harness import check_estimator_exact, random_rbm

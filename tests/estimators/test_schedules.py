@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from boltzlab.errors import ValidationError
-from boltzlab.estimators import schedules
-from boltzlab.estimators.schedules import get_schedule, linear, sm08, validate_schedule
+from boltzlab.estimators.annealing import schedules
+from boltzlab.estimators.annealing.schedules import get_schedule, linear, sm08, validate_schedule
 
 
 def test_linear_is_k_over_k():

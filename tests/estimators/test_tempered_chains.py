@@ -1,5 +1,5 @@
 """The tempered budget's precision step: how many chains, how long the fresh ones burn in, and
-the joined start of the wider round (estimators/tempered_chains.py)."""
+the joined start of the wider round (estimators/tempered/chains.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import boltzlab as bl
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import collect_tempered_samples
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.tempered_chains import (
+from boltzlab.estimators.tempered.chains import (
     DEFAULT_MAX_CHAINS,
     burn_in_sweeps,
     chains_for_target,

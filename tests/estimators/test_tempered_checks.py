@@ -8,8 +8,7 @@ import torch
 
 from boltzlab.estimators import collect_tempered_samples
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.rts import rts_from_samples
-from boltzlab.estimators.tempered_checks import (
+from boltzlab.estimators.tempered.checks import (
     check_level_balance,
     check_pilot_bound,
     check_tempered_groups,
@@ -18,9 +17,10 @@ from boltzlab.estimators.tempered_checks import (
     level_imbalance,
     tempered_failures,
 )
-from boltzlab.estimators.tempered_levels import stopping_statistic
-from boltzlab.estimators.tempered_step import TripCounter
-from boltzlab.estimators.trust import MAX_LEVEL_IMBALANCE, MIN_ROUND_TRIPS, PILOT_BOUND_NATS
+from boltzlab.estimators.tempered.levels import stopping_statistic
+from boltzlab.estimators.tempered.rts import rts_from_samples
+from boltzlab.estimators.tempered.step import TripCounter
+from boltzlab.estimators.verdict.checks import MAX_LEVEL_IMBALANCE, MIN_ROUND_TRIPS, PILOT_BOUND_NATS
 from harness import random_rbm
 
 

@@ -9,8 +9,8 @@ import torch
 
 import boltzlab as bl
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.adaptive_schedules import smooth_g
-from boltzlab.estimators.tempered_ladders import adaptive_ladder, pilot_anneal
+from boltzlab.estimators.annealing.adaptive_schedules import smooth_g
+from boltzlab.estimators.tempered.ladders import adaptive_ladder, pilot_anneal
 from boltzlab.models import path_derivative
 from harness import random_rbm
 from tolerances import MAX_Z

@@ -16,14 +16,14 @@ import torch
 import boltzlab as bl
 from boltzlab.errors import ModelFileError, ValidationError
 from boltzlab.estimators.registry import estimate_log_z
-from boltzlab.estimators.trajectory_ais import (
+from boltzlab.estimators.trajectory.ais import (
     PathCandidate,
     TrajectoryAISInfo,
     candidate_cuts,
     pilot_check,
     trajectory_ais,
 )
-from boltzlab.estimators.trajectory_path import base_path, cut_path, plan_positions
+from boltzlab.estimators.trajectory.path import base_path, cut_path, plan_positions
 from boltzlab.models.trajectory import Trajectory
 from harness import check_estimator_exact, random_rbm, with_exact_witness
 from tolerances import MAX_Z

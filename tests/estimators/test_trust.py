@@ -15,10 +15,9 @@ import torch
 
 import boltzlab as bl
 from boltzlab.estimators import collect_tempered_samples
-from boltzlab.estimators.lower_bound import certified_lower_bound, supports_lower_bound
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.rts import rts_from_samples
-from boltzlab.estimators.trust import (
+from boltzlab.estimators.tempered.rts import rts_from_samples
+from boltzlab.estimators.verdict.checks import (
     Verdict,
     check_ess,
     check_group_agreement,
@@ -27,7 +26,8 @@ from boltzlab.estimators.trust import (
     group_log_means,
     group_spread_stderr,
 )
-from boltzlab.estimators.verdicts import judge
+from boltzlab.estimators.verdict.judge import judge
+from boltzlab.estimators.verdict.lower_bound import certified_lower_bound, supports_lower_bound
 from harness import sharp_rbm, with_exact_witness
 
 # Hand-made models have no fitted base; the warning about it is not what these tests check.

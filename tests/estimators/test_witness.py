@@ -17,8 +17,8 @@ from safetensors.torch import load_file, save_file
 import boltzlab as bl
 from boltzlab.errors import ModelFileError, ValidationError
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.trust import Verdict
-from boltzlab.estimators.verdicts import UNCHECKED_NO_DATA, judge
+from boltzlab.estimators.verdict.checks import Verdict
+from boltzlab.estimators.verdict.judge import UNCHECKED_NO_DATA, judge
 from boltzlab.models.witness import DEFAULT_WITNESS_ROWS, MAX_WITNESS_ROWS, pack_bits, unpack_bits
 from harness import exact_visible_samples, random_dbm, sharp_rbm, with_exact_witness
 

@@ -319,7 +319,7 @@ def test_ais_agrees_with_exact_log_z(operator):
 def test_raise_agrees_with_the_exact_log_likelihood_of_real_data():
     """RAISE starts at real data (the trainer's data hook) and runs the reverse chain through the
     Gaussian conditional; each example's estimate is within MAX_Z standard errors of exact."""
-    from boltzlab.estimators.raise_ import raise_log_likelihood
+    from boltzlab.estimators.annealing.raise_ import raise_log_likelihood
 
     model = random_gaussian_rbm(6, 7, scale=0.4, seed=3, dtype=torch.float32)
     data = exact_samples(model, 5, 1.0, torch.Generator().manual_seed(2)).layers[0]

@@ -26,7 +26,7 @@ from safetensors.torch import save as safetensors_save
 
 import boltzlab as bl
 from boltzlab.errors import ModelFileError, ValidationError
-from boltzlab.estimators.trajectory_ais import trajectory_ais
+from boltzlab.estimators.trajectory.ais import trajectory_ais
 from boltzlab.models.trajectory import TRAJECTORY_FILE, Trajectory
 from boltzlab.training import Callback, train
 from boltzlab.training.snapshots import SnapshotRecorder, geometric_updates

@@ -32,7 +32,7 @@ import harness
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.exact import joint_log_probabilities, joint_states
-from boltzlab.estimators.tempered_samples import resolve_log_prior
+from boltzlab.estimators.tempered.samples import resolve_log_prior
 from boltzlab.models.base import log_f_marginal_all
 from boltzlab.training import (
     Callback,

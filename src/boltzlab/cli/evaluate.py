@@ -119,7 +119,7 @@ class EvaluationRow:
         The estimator's diagnostics, as ``--json`` prints them.
     budget_grew : str
         How a tempered budget grew (``logz``'s description of the run), or ``""`` when it ran
-        one round (estimators/tempered_budget.py).
+        one round (estimators/tempered/budget.py).
     route_note : str
         Where ``rts`` or ``mbar`` answered along the trajectory for a flagged temperature
         route, the note that says so (estimators/routes.py), else ``""``.

@@ -202,7 +202,7 @@ def describe_estimate(estimate: LogZEstimate) -> str:
         else:
             levels = f"{samples.n_levels} temperatures"
         detail += [f"{samples.n_chains} chains", levels]
-        if len(rounds) > 1:  # the tempered budget grew (estimators/tempered_budget.py)
+        if len(rounds) > 1:  # the tempered budget grew (estimators/tempered/budget.py)
             lengths = " + ".join(str(round_.long_run_sweeps) for round_ in rounds)
             detail.append(
                 f"{rounds[0].initial_sweeps} initial sweeps, then {len(rounds)} rounds of {lengths} "
@@ -218,7 +218,7 @@ def describe_estimate(estimate: LogZEstimate) -> str:
             per = " per example" if estimate.method == "raise" else ""
             budget = getattr(info, "budget", None)
             rounds = getattr(budget, "rounds", ())
-            if len(rounds) > 1:  # AIS's chain budget grew (estimators/ais_budget.py)
+            if len(rounds) > 1:  # AIS's chain budget grew (estimators/annealing/chain_budget.py)
                 per = f" in {len(rounds)} rounds ({' + '.join(map(str, rounds))}; {budget.stopped})"
             detail.append(f"{info.n_chains} chains{per}")
         schedule = getattr(info, "schedule", None)

@@ -1,20 +1,47 @@
-"""Partition-function estimators: what log Z is, with an error bar and diagnostics."""
+"""Partition-function estimators: what log Z is, with an error bar and diagnostics.
 
-from boltzlab.estimators.adaptive_schedules import ScheduleInfo, decelerated, gms13, varopt
-from boltzlab.estimators.ais import AISInfo, ais  # registers "ais"
-from boltzlab.estimators.anchored import AnchoredInfo, anchored_ais  # registers "anchored-ais"
+One door, :func:`estimate_log_z` (:mod:`~boltzlab.estimators.registry`), reads each method's
+record (:mod:`~boltzlab.estimators.record`). The estimators live by family:
+:mod:`~boltzlab.estimators.annealing` (AIS, anchored AIS, RAISE, schedules),
+:mod:`~boltzlab.estimators.tempered` (RTS, TS, TI, TI-RB, MBAR),
+:mod:`~boltzlab.estimators.trajectory` (along the training trajectory) and ``exact``; the
+verdict, generic over them, is :mod:`~boltzlab.estimators.verdict` (docs/trust.md).
+"""
+
+# Importing each family registers its estimators' records.
+from boltzlab.estimators.annealing import (
+    AISInfo,
+    AnchoredInfo,
+    RAISEResult,
+    ScheduleInfo,
+    ais,
+    anchored_ais,
+    decelerated,
+    gms13,
+    raise_log_likelihood,
+    raise_log_z,
+    varopt,
+)
 from boltzlab.estimators.exact import exact_log_z, joint_log_probabilities, joint_states
-from boltzlab.estimators.mbar import MBARInfo, mbar  # registers "mbar"
-from boltzlab.estimators.raise_ import RAISEResult, raise_log_likelihood, raise_log_z  # registers "raise"
 from boltzlab.estimators.record import EstimatorRecord, get_record, methods, records, register_estimator
 from boltzlab.estimators.registry import estimate_log_z
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.rts import RTSInfo, rts, ts  # registers "rts", "ts"
-from boltzlab.estimators.tempered_samples import TemperedSamples, collect_tempered_samples
-from boltzlab.estimators.ti import TIInfo, ti, ti_rb  # registers "ti", "ti-rb"
-from boltzlab.estimators.trajectory_ais import TrajectoryAISInfo, trajectory_ais  # registers "trajectory-ais"
-from boltzlab.estimators.trajectory_tempered import (  # registers "trajectory-rts", "trajectory-mbar"
+from boltzlab.estimators.tempered import (
+    MBARInfo,
+    RTSInfo,
+    TemperedSamples,
+    TIInfo,
+    collect_tempered_samples,
+    mbar,
+    rts,
+    ti,
+    ti_rb,
+    ts,
+)
+from boltzlab.estimators.trajectory import (
+    TrajectoryAISInfo,
     TrajectoryTemperedInfo,
+    trajectory_ais,
     trajectory_mbar,
     trajectory_rts,
 )

@@ -32,7 +32,7 @@ and one transition at β is a block sweep: odd layers with log-odds ``β a + (1 
 the even hidden layers with ``β(b^l + h^{l−1}W^l + W^{l+1}h^{l+1}) + (1 − β) q^l``. Any
 layerwise operator (Gibbs, flip-the-state, the mixture) can make the sweep; for operators that
 read a unit's current value the odd layers are first redrawn from their exact conditional, as
-the summed-out weights require (:mod:`boltzlab.estimators.ais`).
+the summed-out weights require (:mod:`boltzlab.estimators.annealing.ais`).
 
 Each example gets ``n_chains`` independent runs, all examples' runs advance together as one
 batch, and log-weights are float64. ``log f̂(v)`` is a stochastic lower bound on ``log f(v)``
@@ -52,8 +52,8 @@ from torch import Tensor
 
 from boltzlab import distributed, operators
 from boltzlab.errors import DivergenceError, ValidationError
+from boltzlab.estimators.annealing.schedules import get_schedule
 from boltzlab.estimators.exact import exact_log_z
-from boltzlab.estimators.schedules import get_schedule
 from boltzlab.models.dbm import DBM
 from boltzlab.models.mean_field import mean_field_posterior, variational_lower_bound_per_example
 from boltzlab.numerics import log_mean_exp, softplus

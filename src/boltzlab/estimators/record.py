@@ -23,7 +23,7 @@ from boltzlab.registry import Registry
 
 if TYPE_CHECKING:
     from boltzlab.estimators.result import LogZEstimate
-    from boltzlab.estimators.trust import Verdict
+    from boltzlab.estimators.verdict.checks import Verdict
 
 __all__ = [
     "FAMILIES",

@@ -3,7 +3,7 @@
 An estimator is a function ``(model, *, generator, **options) -> LogZEstimate`` filed with its
 record (:mod:`boltzlab.estimators.record`); the door reads the record to decide what runs
 around it: the verdict's witness before it where its budget grows, the rows that count as data,
-the trajectory route, and the verdict after it (:mod:`boltzlab.estimators.verdicts`).
+the trajectory route, and the verdict after it (:mod:`boltzlab.estimators.verdict.judge`).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Any
 
 import torch
 
-from boltzlab.estimators.lower_bound import certified_lower_bound, supports_lower_bound
 from boltzlab.estimators.record import get_record, methods, register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.routes import with_trajectory_route
-from boltzlab.estimators.verdicts import judge
+from boltzlab.estimators.verdict.judge import judge
+from boltzlab.estimators.verdict.lower_bound import certified_lower_bound, supports_lower_bound
 from boltzlab.models.base import TemperedModel
 from boltzlab.rng import fork, resolve_generator
 
@@ -64,7 +64,7 @@ def estimate_log_z(
     Returns
     -------
     LogZEstimate
-        With ``reliable`` and ``warnings`` filled by :func:`boltzlab.estimators.verdicts.judge`.
+        With ``reliable`` and ``warnings`` filled by :func:`boltzlab.estimators.verdict.judge.judge`.
 
     Examples
     --------

@@ -12,7 +12,7 @@ the straight line in parameter space, so for ``t ∈ [i, i + 1]`` and ``s = t �
     log f_t(v) = b(t)·v + Σ_j softplus(c_j(t) + (v W(t))_j)        (hidden units summed out).
 
 Because ``v W(t) = (1 − s)·v W_i + s·v W_{i+1}``, two matrix products per state give
-``log f_t`` at every ``t`` of the segment (:mod:`boltzlab.estimators.trajectory_ais`).
+``log f_t`` at every ``t`` of the segment (:mod:`boltzlab.estimators.trajectory.ais`).
 
 **Anchor.** Point 0 always has ``W = 0``: the independent model ``p_0(v, h) ∝ exp(b_0·v +
 c_0·h)`` with the exact ``log Z_0 = Σ_i softplus(b_0,i) + Σ_j softplus(c_0,j)`` and exact

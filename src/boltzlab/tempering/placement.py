@@ -8,7 +8,7 @@ steps of the thermodynamic length ``Λ(β) = ∫ √g dβ`` give every pair of n
 overlap: dense where the energy variance peaks (near a phase transition), sparse where nothing
 happens. With weights equal to ``log Z_k`` a level move between neighbours ``Δ = Δβ·√g`` apart
 is accepted with probability about ``erfc(Δ/(2√2))``; the default spacing ``Δ = 1`` gives
-about 0.6 (the estimators' ladder, ``boltzlab.estimators.tempered_ladders``, follows the same
+about 0.6 (the estimators' ladder, ``boltzlab.estimators.tempered.ladders``, follows the same
 rule at a fixed number of levels).
 
 **The pilot** (:func:`pilot_anneal`) is a short annealed-importance-sampling run from the base
@@ -19,9 +19,9 @@ would be hundreds of nats off on a trained model). Both are rough where the weig
 degenerate; the adaptation that follows (:mod:`boltzlab.tempering.adaptation`) corrects the
 weights, and ``√ĝ`` is smoothed and floored so no step of the ladder is more than
 ``1/FLOOR`` times the smallest. The run itself, :func:`anneal_and_measure`, is the one every
-pilot uses: this one, the estimators' ladder (``boltzlab.estimators.tempered_ladders``, with
+pilot uses: this one, the estimators' ladder (``boltzlab.estimators.tempered.ladders``, with
 AIS's accurate increments) and VAROPT's measurement of ``g``
-(``boltzlab.estimators.schedule_measurement``), which differ only in what they measure.
+(``boltzlab.estimators.annealing.schedule_measurement``), which differ only in what they measure.
 
 On the bimodal 10×4 RBM of ``tests/test_sampler_verdict.py`` (95% / 5% mode masses), ``Λ(1)``
 is 3.9 by enumeration, so the default ladder has five or six levels; ST with exact weights and
@@ -151,7 +151,7 @@ def log_f_difference(log_weights: Tensor, terms: MarginalTerms, beta_from: float
     """``log_weights + log f_{β_to}(x) − log f_{β_from}(x)`` from two summed-out densities; a new tensor.
 
     The samplers' pilot increment (float64, shape ``(n,)``). The estimators pass AIS's
-    :func:`~boltzlab.estimators.annealing.add_log_f_increment_` instead, which forms the
+    :func:`~boltzlab.estimators.annealing.increments.add_log_f_increment_` instead, which forms the
     increment from its parts and so avoids the cancellation of two large ``log f``.
     """
     return log_weights + log_f_marginal(terms, beta_to) - log_f_marginal(terms, beta_from)

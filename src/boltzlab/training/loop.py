@@ -67,6 +67,7 @@ class TrainingLoop:
         checkpointer: Checkpointer | None,
         run_dir: Path | None,
         parallel: DataParallel | None = None,
+        optimizer: str = "sgd",
     ) -> None:
         self._model = model
         self._data = data
@@ -89,6 +90,7 @@ class TrainingLoop:
             learning_rate=config.learning_rate,
             momentum=config.momentum,
             weight_decay=config.weight_decay,
+            optimizer=optimizer,
         )
         self.scheduler = make_scheduler(self.optimizer, schedule)
         self.parameters = [p for group in self.optimizer.param_groups for p in group["params"]]

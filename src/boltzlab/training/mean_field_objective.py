@@ -44,7 +44,7 @@ from torch import Tensor
 from boltzlab import gemm
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.ais_budget import without_budget
+from boltzlab.estimators.annealing.chain_budget import without_budget
 from boltzlab.estimators.exact import exact_log_z
 from boltzlab.estimators.registry import estimate_log_z
 from boltzlab.models.dbm import DBM

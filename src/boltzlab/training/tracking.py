@@ -11,7 +11,7 @@ next. They sample the joint
     q(x, k) ∝ f_k(x)·r_k / Ẑ_k,        q(β_k | x) = softmax_k(log f_k(x) + log r_k − log Ẑ_k),
 
 with the hidden-summed, normalised-base ``f_k`` of docs/algorithms.md §1.3 — the same function as the
-RTS estimator (:mod:`boltzlab.estimators.rts`), so ``Ẑ_k`` estimates ``Z(β_k)`` with
+RTS estimator (:mod:`boltzlab.estimators.tempered.rts`), so ``Ẑ_k`` estimates ``Z(β_k)`` with
 ``Z(0) = 1`` — and the prior ``r_k ∝ exp(2β_k)`` of the paper (more chains near β = 1, so more
 model-term samples, at the price of a noisier ``log Ẑ``). Each update makes ``k`` sweeps with
 the current parameters (the paper: 25 sweeps of 2,000 chains); one sweep
@@ -35,7 +35,7 @@ chains at the highest level reached stand in for them.
 
 **Keeping Ẑ current.** After the sweeps, ``ĉ_k = Σ q(β_k | x)/(n_chains·k)`` over the update's
 sweeps, and the damped update of the paper is applied to every level
-(:func:`~boltzlab.estimators.rts.rts_tracking_update`). Both are docs/open-questions.md item 10 — the
+(:func:`~boltzlab.estimators.tempered.rts.rts_tracking_update`). Both are docs/open-questions.md item 10 — the
 paper writes the update for ``Ẑ_K`` only and does not say whether ``ĉ`` uses all 25 sweeps —
 and both alternatives are parameters (``update_levels="target"``, ``c_hat_sweeps="last-sweep"``):
 
@@ -87,8 +87,8 @@ from torch import Tensor
 
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.rts import rts_tracking_update, stopping_statistic
-from boltzlab.estimators.tempered_samples import check_initial_log_z, resolve_log_prior
+from boltzlab.estimators.tempered.rts import rts_tracking_update, stopping_statistic
+from boltzlab.estimators.tempered.samples import check_initial_log_z, resolve_log_prior
 from boltzlab.operators.base import Operator
 from boltzlab.operators.base import resolve as resolve_operator
 from boltzlab.tempering import ladders
@@ -135,7 +135,7 @@ class RTSTracking(NegativePhaseBase):
     n_levels : int, optional
         Levels of the default ladder (100, the paper's K, linear by docs/open-questions.md item 9).
     prior : "exp2beta", "uniform", callable or sequence of float, default "exp2beta"
-        ``r_k`` (:func:`~boltzlab.estimators.tempered_samples.resolve_log_prior`); the paper's
+        ``r_k`` (:func:`~boltzlab.estimators.tempered.samples.resolve_log_prior`); the paper's
         tracking prior ``r_k ∝ exp(2β_k)`` by default.
     step_size : float in (0, 1], default 0.2
         ``α`` of the damped update (the paper's 0.2; 0.05–0.5 behave alike). 1 replaces ``Ẑ``

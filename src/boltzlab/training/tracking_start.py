@@ -7,7 +7,7 @@ sweeps with ``Ẑ`` fixed, and replaces ``Ẑ`` by the RTS estimate of that run,
 ``max_k |ĉ_k/r_k − 1|`` falls below a tolerance. A last level draw then puts the chains at
 levels that follow ``q(β | x)`` under the final ``Ẑ``.
 
-:func:`~boltzlab.estimators.tempered_samples.collect_tempered_samples` does the same for
+:func:`~boltzlab.estimators.tempered.samples.collect_tempered_samples` does the same for
 estimation but does not hand back its chains, so the loop here is its own, built from the same
 pure functions.
 """
@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from boltzlab.chains import Chains
-from boltzlab.estimators.rts import rts_log_z, stopping_statistic
+from boltzlab.estimators.tempered.rts import rts_log_z, stopping_statistic
 from boltzlab.models.base import TemperedModel
 from boltzlab.training.rts_influence import chain_influence
 from boltzlab.training.tracking_sweeps import LevelSweeper, pooled_log_c

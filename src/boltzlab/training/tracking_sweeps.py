@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from boltzlab.chains import Chains
-from boltzlab.estimators.tempered_samples import level_log_probabilities
+from boltzlab.estimators.tempered.samples import level_log_probabilities
 from boltzlab.models.base import MarginalTerms, TemperedModel
 from boltzlab.operators.base import Operator
 from boltzlab.tempering.base import redraw_summed_layers

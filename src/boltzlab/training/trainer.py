@@ -15,11 +15,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from boltzlab import distributed
 from boltzlab import operators as operator_registry
@@ -34,18 +35,11 @@ from boltzlab.training.callbacks import (
     ExactLikelihoodTracker,
     ProgressBar,
 )
-from boltzlab.training.data_parallel import plan_data_parallel
+from boltzlab.training.data_parallel import DataParallel, plan_data_parallel
 from boltzlab.training.loop import TrainingLoop
 from boltzlab.training.negative import NegativePhase, get_phase
-from boltzlab.training.objective import objective_for
-from boltzlab.training.optim import (
-    Schedule,
-    check_optimizer,
-    check_optimizer_state,
-    make_optimizer,
-    make_schedule,
-    make_scheduler,
-)
+from boltzlab.training.objective import Objective, objective_for
+from boltzlab.training.optim import Schedule, check_optimizer, check_optimizer_state, make_schedule
 from boltzlab.training.snapshots import DEFAULT_MAX_SNAPSHOTS, SnapshotRecorder
 from boltzlab.training.state import TrainConfig, TrainResult, find_latest_checkpoint
 from boltzlab.validation import as_model_data, check_positive_int
@@ -228,69 +222,126 @@ def train(
     >>> [record.update for record in result.history]
     [0, 10, 20, 30]
     """
+    settings = _settings(
+        model,
+        data,
+        algorithm=algorithm,
+        algorithm_params=algorithm_params,
+        operator=operator,
+        operator_params=operator_params,
+        k=k,
+        n_chains=n_chains,
+        batch_size=batch_size,
+        n_updates=n_updates,
+        n_epochs=n_epochs,
+        learning_rate=learning_rate,
+        momentum=momentum,
+        weight_decay=weight_decay,
+        lr_schedule=lr_schedule,
+        optimizer=optimizer,
+        generator=generator,
+        validation_data=validation_data,
+        callbacks=callbacks,
+        log_every=log_every,
+        track_exact_every=track_exact_every,
+        metrics_path=metrics_path,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_every=checkpoint_every,
+        resume=resume,
+        progress=progress,
+        fit_base_rate=fit_base_rate,
+        witness_rows=witness_rows,
+        snapshots=snapshots,
+        snapshot_dir=snapshot_dir,
+        chain_blocks=chain_blocks,
+    )
+    loop, recorder = _assemble(model, settings)
+    _open(loop, settings)
+    result = loop.run()
+    if recorder is None:
+        return result
+    return dataclasses.replace(result, trajectory=recorder.trajectory())
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """Every argument of :func:`train`, validated once and with its defaults resolved."""
+
+    data: Tensor
+    validation_data: Tensor | None
+    config: TrainConfig
+    phase: NegativePhase
+    objective: Objective
+    schedule: Schedule
+    optimizer: str
+    generator: torch.Generator
+    callbacks: tuple[Callback, ...]
+    metrics_path: str | Path | None
+    progress: bool
+    checkpoint_dir: str | Path | None
+    resume: bool
+    snapshots: int | None
+    snapshot_dir: str | Path | None
+    parallel: DataParallel | None
+
+
+def _settings(model: nn.Module, data: Any, **given: Any) -> _Settings:
+    """Check :func:`train`'s arguments in the order its docstring lists them; resolve defaults.
+
+    Long because it is one check per argument, in order (the first bad argument is the one
+    reported); each check is a line or a named helper.
+    """
     objective = objective_for(model)
-    # Defaults that depend on the model and the algorithm (see the docstring).
+    # Defaults that depend on the model and the algorithm (see train's docstring).
+    algorithm = given["algorithm"]
+    n_chains = given["n_chains"]
     if n_chains is None:
         n_chains = DEFAULT_CAST_CHAINS if algorithm == "cast" else DEFAULT_CHAINS
+    learning_rate = given["learning_rate"]
     if learning_rate is None:
         learning_rate = getattr(objective, "default_learning_rate", DEFAULT_LEARNING_RATE)
+    lr_schedule = given["lr_schedule"]
     if lr_schedule is None:
         lr_schedule = getattr(objective, "default_lr_schedule", "constant")
     # Binary models take 0/1 data; a model with real-valued visible units checks its own.
     data = as_model_data(model, data, "data")
+    validation_data = given["validation_data"]
     if validation_data is not None:
         validation_data = as_model_data(model, validation_data, "validation_data")
-    k = check_positive_int(k, "k")
+    k = check_positive_int(given["k"], "k")
     n_chains = check_positive_int(n_chains, "n_chains")
-    batch_size = check_positive_int(batch_size, "batch_size")
-    if batch_size > data.shape[0]:
-        raise ValidationError(
-            f"batch_size={batch_size} exceeds the {data.shape[0]} training examples; "
-            f"use batch_size <= {data.shape[0]}"
-        )
-    if (n_updates is None) == (n_epochs is None):
-        raise ValidationError(
-            f"give exactly one of n_updates and n_epochs, got n_updates={n_updates!r}, n_epochs={n_epochs!r}"
-        )
-    if n_epochs is not None:
-        n_epochs = check_positive_int(n_epochs, "n_epochs")
-        n_updates = n_epochs * (data.shape[0] // batch_size)
-    n_updates = check_positive_int(n_updates, "n_updates")
+    batch_size, n_updates, n_epochs = _run_length(
+        data, given["batch_size"], given["n_updates"], given["n_epochs"]
+    )
     learning_rate = _check_number(learning_rate, "learning_rate", low=0.0, low_open=True)
-    momentum = _check_number(momentum, "momentum", low=0.0, high=1.0, low_open=False)
-    weight_decay = _check_number(weight_decay, "weight_decay", low=0.0, low_open=False)
-    optimizer = check_optimizer(optimizer, momentum=momentum, weight_decay=weight_decay)
-    log_every = check_positive_int(log_every, "log_every")
-    track_exact_every = _optional_positive_int(track_exact_every, "track_exact_every")
-    checkpoint_every = _optional_positive_int(checkpoint_every, "checkpoint_every")
-    if snapshots is not None and not (isinstance(snapshots, int) and snapshots == 0):
-        snapshots = check_positive_int(snapshots, "snapshots")
-        if snapshots < 2:
-            raise ValidationError(
-                f"snapshots must be 0, None or at least 2 (the first and last), got {snapshots}"
-            )
+    momentum = _check_number(given["momentum"], "momentum", low=0.0, high=1.0, low_open=False)
+    weight_decay = _check_number(given["weight_decay"], "weight_decay", low=0.0, low_open=False)
+    optimizer = check_optimizer(given["optimizer"], momentum=momentum, weight_decay=weight_decay)
+    log_every = check_positive_int(given["log_every"], "log_every")
+    track_exact_every = _optional_positive_int(given["track_exact_every"], "track_exact_every")
+    checkpoint_every = _optional_positive_int(given["checkpoint_every"], "checkpoint_every")
+    snapshots = _check_snapshots(given["snapshots"])
+    checkpoint_dir, resume = given["checkpoint_dir"], given["resume"]
     if checkpoint_dir is None and (checkpoint_every is not None or resume):
         raise ValidationError(
             f"checkpoint_every={checkpoint_every!r} and resume={resume!r} need checkpoint_dir (a directory)"
         )
-    try:
-        generator = resolve_generator(generator, model.device)
-    except (TypeError, ValueError) as error:
-        raise ValidationError(f"generator: {error}") from None
-    callbacks = list(callbacks)
-    for callback in callbacks:
-        if not isinstance(callback, Callback):
-            raise ValidationError(
-                f"callbacks must be boltzlab.training.Callback instances, got {type(callback).__name__}"
-            )
-    the_operator = operator_registry.get(operator, **(operator_params or {}))
+    generator = _check_generator(given["generator"], model.device)
+    callbacks = _check_callbacks(given["callbacks"])
+    the_operator = operator_registry.get(given["operator"], **(given["operator_params"] or {}))
+    algorithm_params = given["algorithm_params"]
     phase = get_phase(algorithm, operator=the_operator, k=k, n_chains=n_chains, **(algorithm_params or {}))
     schedule = make_schedule(lr_schedule, n_updates=n_updates)
-    parallel = plan_data_parallel(phase, batch_size=batch_size, n_chains=n_chains, chain_blocks=chain_blocks)
+    parallel = plan_data_parallel(
+        phase, batch_size=batch_size, n_chains=n_chains, chain_blocks=given["chain_blocks"]
+    )
+    metrics_path, progress = given["metrics_path"], given["progress"]
     if not distributed.topology().is_main:
         # One writer per run: the other processes compute alike and keep quiet.
         metrics_path, progress = None, False
+    witness_rows = given["witness_rows"]
     check_witness_rows(witness_rows)  # before anything runs, whether or not the base is fitted
+    # What a checkpoint records of the run (plain values): names, or the repr of objects.
     config = TrainConfig(
         algorithm=algorithm if isinstance(algorithm, str) else repr(algorithm),
         algorithm_params=dict(algorithm_params or {}),
@@ -307,63 +358,135 @@ def train(
         log_every=log_every,
         track_exact_every=track_exact_every,
         checkpoint_every=checkpoint_every,
-        fit_base_rate=bool(fit_base_rate),
+        fit_base_rate=bool(given["fit_base_rate"]),
         witness_rows=witness_rows,
     )
-    before: list[Callback] = [] if track_exact_every is None else [ExactLikelihoodTracker(track_exact_every)]
-    after: list[Callback] = []
-    if metrics_path is not None:
-        after.append(CSVLogger(metrics_path))
-    if progress:
-        after.append(ProgressBar())
-    run_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
-    if run_dir is None and metrics_path is not None:
-        run_dir = Path(metrics_path).parent
-    recorder = None
-    if snapshots:
-        # Before the Checkpointer, so that a checkpoint lists the snapshots written beside it.
-        recorder = SnapshotRecorder(
-            snapshot_dir if snapshot_dir is not None else run_dir, max_snapshots=snapshots
-        )
-        after.append(recorder)
-    checkpointer = None
-    if checkpoint_dir is not None:
-        checkpointer = Checkpointer(checkpoint_dir, every=checkpoint_every)
-        after.append(checkpointer)  # last, so a checkpoint sees every callback's state
-    run = TrainingLoop(
-        model=model,
+    return _Settings(
         data=data,
         validation_data=validation_data,
         config=config,
         phase=phase,
         objective=objective,
         schedule=schedule,
+        optimizer=optimizer,
         generator=generator,
-        callbacks=[*before, *callbacks, *after],
-        checkpointer=checkpointer,
-        run_dir=run_dir,
+        callbacks=callbacks,
+        metrics_path=metrics_path,
+        progress=bool(progress),
+        checkpoint_dir=checkpoint_dir,
+        resume=bool(resume),
+        snapshots=snapshots,
+        snapshot_dir=given["snapshot_dir"],
         parallel=parallel,
     )
-    if optimizer != "sgd":
-        # The loop builds SGD from the config; swap in the chosen optimiser before any state
-        # is loaded into it (same parameter groups, so the loop's bookkeeping is unchanged).
-        run.optimizer = make_optimizer(model, learning_rate=learning_rate, optimizer=optimizer)
-        run.scheduler = make_scheduler(run.optimizer, schedule)
-    latest = None if checkpoint_dir is None else find_latest_checkpoint(checkpoint_dir)
-    if latest is not None and not resume:
+
+
+def _check_generator(generator: Any, device: torch.device) -> torch.Generator:
+    try:
+        return resolve_generator(generator, device)
+    except (TypeError, ValueError) as error:
+        raise ValidationError(f"generator: {error}") from None
+
+
+def _check_callbacks(callbacks: Iterable[Any]) -> tuple[Callback, ...]:
+    callbacks = tuple(callbacks)
+    for callback in callbacks:
+        if not isinstance(callback, Callback):
+            raise ValidationError(
+                f"callbacks must be boltzlab.training.Callback instances, got {type(callback).__name__}"
+            )
+    return callbacks
+
+
+def _run_length(data: Tensor, batch_size: Any, n_updates: Any, n_epochs: Any) -> tuple[int, int, int | None]:
+    """``batch_size``, ``n_updates`` (from ``n_epochs`` when that is given) and ``n_epochs``."""
+    batch_size = check_positive_int(batch_size, "batch_size")
+    if batch_size > data.shape[0]:
+        raise ValidationError(
+            f"batch_size={batch_size} exceeds the {data.shape[0]} training examples; "
+            f"use batch_size <= {data.shape[0]}"
+        )
+    if (n_updates is None) == (n_epochs is None):
+        raise ValidationError(
+            f"give exactly one of n_updates and n_epochs, got n_updates={n_updates!r}, n_epochs={n_epochs!r}"
+        )
+    if n_epochs is not None:
+        n_epochs = check_positive_int(n_epochs, "n_epochs")
+        n_updates = n_epochs * (data.shape[0] // batch_size)
+    return batch_size, check_positive_int(n_updates, "n_updates"), n_epochs
+
+
+def _check_snapshots(snapshots: Any) -> int | None:
+    """``None``, 0 (none recorded) or at least 2 (the first and the last)."""
+    if snapshots is not None and not (isinstance(snapshots, int) and snapshots == 0):
+        snapshots = check_positive_int(snapshots, "snapshots")
+        if snapshots < 2:
+            raise ValidationError(
+                f"snapshots must be 0, None or at least 2 (the first and last), got {snapshots}"
+            )
+    return snapshots
+
+
+def _assemble(model: nn.Module, settings: _Settings) -> tuple[TrainingLoop, SnapshotRecorder | None]:
+    """The training loop with its callbacks in order, and the snapshot recorder if any.
+
+    Order: exact tracking, the caller's callbacks, then the writers (CSV, progress bar,
+    snapshots, checkpoints last, so that a checkpoint sees every callback's state).
+    """
+    config = settings.config
+    before: list[Callback] = []
+    if config.track_exact_every is not None:
+        before.append(ExactLikelihoodTracker(config.track_exact_every))
+    after: list[Callback] = []
+    if settings.metrics_path is not None:
+        after.append(CSVLogger(settings.metrics_path))
+    if settings.progress:
+        after.append(ProgressBar())
+    run_dir = Path(settings.checkpoint_dir) if settings.checkpoint_dir is not None else None
+    if run_dir is None and settings.metrics_path is not None:
+        run_dir = Path(settings.metrics_path).parent
+    recorder = None
+    if settings.snapshots:
+        # Before the Checkpointer, so that a checkpoint lists the snapshots written beside it.
+        folder = settings.snapshot_dir if settings.snapshot_dir is not None else run_dir
+        recorder = SnapshotRecorder(folder, max_snapshots=settings.snapshots)
+        after.append(recorder)
+    checkpointer = None
+    if settings.checkpoint_dir is not None:
+        checkpointer = Checkpointer(settings.checkpoint_dir, every=config.checkpoint_every)
+        after.append(checkpointer)
+    loop = TrainingLoop(
+        model=model,
+        data=settings.data,
+        validation_data=settings.validation_data,
+        config=config,
+        phase=settings.phase,
+        objective=settings.objective,
+        schedule=settings.schedule,
+        generator=settings.generator,
+        callbacks=[*before, *settings.callbacks, *after],
+        checkpointer=checkpointer,
+        run_dir=run_dir,
+        parallel=settings.parallel,
+        optimizer=settings.optimizer,
+    )
+    return loop, recorder
+
+
+def _open(loop: TrainingLoop, settings: _Settings) -> None:
+    """Restore the newest checkpoint (``resume``) or start afresh; refuse to mix two runs."""
+    folder = settings.checkpoint_dir
+    latest = None if folder is None else find_latest_checkpoint(folder)
+    if latest is not None and not settings.resume:
         # A fresh run must not mix its checkpoints with an older run's: a later resume would
         # pick whichever has the highest update number.
         raise ValidationError(
-            f"checkpoint_dir {checkpoint_dir} already holds checkpoints (newest {latest.name}); "
+            f"checkpoint_dir {folder} already holds checkpoints (newest {latest.name}); "
             "pass resume=True to continue that run, or use an empty directory"
         )
-    if latest is not None:
-        saved_groups = load_checkpoint(latest).metadata.get("optimizer", {}).get("param_groups", [])
-        check_optimizer_state(saved_groups, optimizer, source=str(latest))
-        run.restore(latest)
-    else:
-        run.start_fresh()
-    result = run.run()
-    if recorder is None:
-        return result
-    return dataclasses.replace(result, trajectory=recorder.trajectory())
+    if latest is None:
+        loop.start_fresh()
+        return
+    saved_groups = load_checkpoint(latest).metadata.get("optimizer", {}).get("param_groups", [])
+    check_optimizer_state(saved_groups, settings.optimizer, source=str(latest))
+    loop.restore(latest)

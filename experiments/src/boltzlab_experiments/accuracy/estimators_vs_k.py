@@ -18,9 +18,9 @@ import torch
 from torch import Tensor
 
 from boltzlab.estimators import collect_tempered_samples
-from boltzlab.estimators.mbar import mbar_from_samples
-from boltzlab.estimators.rts import rts_from_samples
-from boltzlab.estimators.ti import ti_from_samples, ti_rb_from_samples
+from boltzlab.estimators.tempered.mbar import mbar_from_samples
+from boltzlab.estimators.tempered.rts import rts_from_samples
+from boltzlab.estimators.tempered.ti import ti_from_samples, ti_rb_from_samples
 from boltzlab_experiments.accuracy.models import BenchmarkModel, TrainingConfig
 from boltzlab_experiments.accuracy.table import (
     Z_DECISIVE,

@@ -19,7 +19,7 @@ from torch import Tensor
 from boltzlab import estimate_log_z
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import ais, raise_log_likelihood
-from boltzlab.estimators.budget import tempered_budget
+from boltzlab.estimators.tempered.budget import tempered_budget
 from boltzlab.validation import as_binary_tensor
 from boltzlab_experiments.accuracy.models import BenchmarkModel, TrainingConfig
 from boltzlab_experiments.accuracy.table import (

@@ -8,7 +8,7 @@ the comparison of two values that is "decisive" beyond two standard errors.
 
 **Cost** is counted in single-chain sweeps (the estimators' ``cost_sweeps``): AIS with K
 temperatures makes ``K − 1`` sweeps per chain, RAISE ``K`` per reverse chain, RTS its initial
-iterations plus the long run (:func:`boltzlab.estimators.budget.tempered_budget` splits a total
+iterations plus the long run (:func:`boltzlab.estimators.tempered.budget.tempered_budget` splits a total
 between them). Independent AIS (or RAISE) repetitions are run as one batch of chains split into
 groups of ``n_chains``: each group is exactly an AIS run with ``n_chains`` chains, and the batch
 only shares matrix products. RTS repetitions are separate runs, since its initial iterations

@@ -21,8 +21,8 @@ from torch import Tensor
 
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import ais, decelerated, gms13, varopt
-from boltzlab.estimators.adaptive_schedules import schedule_from_g
-from boltzlab.estimators.schedules import get_schedule
+from boltzlab.estimators.annealing.adaptive_schedules import schedule_from_g
+from boltzlab.estimators.annealing.schedules import get_schedule
 from boltzlab_experiments.accuracy.models import BenchmarkModel, TrainingConfig
 from boltzlab_experiments.accuracy.table import (
     compare,

@@ -4,7 +4,7 @@ docs/algorithms.md §4.3 ("Where the levels go") and §5.4. A tempered sampler m
 between neighbouring levels ``β_k, β_{k+1}`` easily when their densities overlap, and to
 first order the overlap is set by ``Δβ²·g(β)`` with ``g(β) = Var_{p_β}[s_β]``, the variance
 of the (hidden-summed) path derivative — the quantity VAROPT equalises for AIS (Kiwaki 2015;
-:func:`~boltzlab.estimators.adaptive_schedules.schedule_from_g`). Levels at equal steps of
+:func:`~boltzlab.estimators.annealing.adaptive_schedules.schedule_from_g`). Levels at equal steps of
 the thermodynamic length ``Λ(β) = ∫_0^β √g`` therefore give every pair of neighbours the
 same overlap (the equal-acceptance ladder of parallel tempering, Syed et al. 2022, to the
 same order): dense where the energy variance peaks, sparse where nothing happens.
@@ -21,7 +21,7 @@ left the lowest levels unvisited and RTS 3.2 nats high; from the pilot it was wi
 
 The pilot's final ``log Ẑ`` is also a one-sided witness: AIS is unbiased in ``Z``, so by
 Markov's inequality ``P(log Ẑ_AIS > log Z + t) ≤ e^{−t}`` — a tempered estimate far below it
-has missed mass (:func:`boltzlab.estimators.tempered_checks.check_pilot_bound`).
+has missed mass (:func:`boltzlab.estimators.tempered.checks.check_pilot_bound`).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from torch import Tensor
 
 from boltzlab import operators
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.adaptive_schedules import schedule_from_g, smooth_g
-from boltzlab.estimators.annealing import add_log_f_increment_, reads_current_state
+from boltzlab.estimators.annealing.adaptive_schedules import schedule_from_g, smooth_g
+from boltzlab.estimators.annealing.increments import add_log_f_increment_, reads_current_state
 from boltzlab.models.base import TemperedModel
 from boltzlab.operators.base import Operator
 from boltzlab.tempering import placement
@@ -85,7 +85,7 @@ def pilot_anneal(
     """A short AIS run on the linear grid measuring ``ĝ(β)`` and ``log Z(β)`` at every point.
 
     The chains follow AIS exactly (same increments and, for state-dependent operators only,
-    the same redraw of the summed-out layer as :func:`boltzlab.estimators.ais.ais`).
+    the same redraw of the summed-out layer as :func:`boltzlab.estimators.annealing.ais.ais`).
 
     Parameters
     ----------
@@ -142,7 +142,7 @@ def adaptive_ladder(
     pilot_chains, pilot_temperatures : int, default 100 and 1000
         Size of :func:`pilot_anneal`.
     smoothing : float, default 0.015
-        Kernel width in β for ``√ĝ`` (:func:`~boltzlab.estimators.adaptive_schedules.smooth_g`).
+        Kernel width in β for ``√ĝ`` (:func:`~boltzlab.estimators.annealing.adaptive_schedules.smooth_g`).
     floor : float, default 0.05
         Relative floor on ``√g``: no step is more than 20 times the smallest. Higher than
         VAROPT's 1e-3 because a tempered ladder must also keep its chains moving where the
@@ -158,7 +158,7 @@ def adaptive_ladder(
     Examples
     --------
     >>> import boltzlab as bl
-    >>> from boltzlab.estimators.tempered_ladders import adaptive_ladder
+    >>> from boltzlab.estimators.tempered.ladders import adaptive_ladder
     >>> placed = adaptive_ladder(bl.RBM(n_visible=7, n_hidden=3, generator=0), 10, generator=0)
     >>> placed.ladder.size, float(placed.ladder.betas[0]), float(placed.ladder.betas[-1])
     (10, 0.0, 1.0)

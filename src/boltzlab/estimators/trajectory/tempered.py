@@ -1,11 +1,11 @@
 """RTS and MBAR along a training trajectory: ``trajectory-rts`` and ``trajectory-mbar``.
 
-The tempered estimators of :mod:`boltzlab.estimators.rts` and :mod:`boltzlab.estimators.mbar`
-on the levels of :mod:`boltzlab.estimators.trajectory_levels` instead of a temperature ladder
+The tempered estimators of :mod:`boltzlab.estimators.tempered.rts` and :mod:`boltzlab.estimators.tempered.mbar`
+on the levels of :mod:`boltzlab.estimators.trajectory.levels` instead of a temperature ladder
 (docs/algorithms.md §4.6, docs/trust.md). How the run is set up and sized:
 
 1. **Path.** The pilot of trajectory AIS
-   (:func:`~boltzlab.estimators.trajectory_ais.score_paths`) scores the straight base-to-model
+   (:func:`~boltzlab.estimators.trajectory.ais.score_paths`) scores the straight base-to-model
    path, the whole trajectory and cuts of it, and of the trajectory's paths the one whose
    pilot ``log Ẑ`` is largest is kept (missing mass pushes an AIS estimate down). Unlike
    trajectory AIS it does not sample along the base path unless ``path="base"``: that is the
@@ -22,19 +22,20 @@ on the levels of :mod:`boltzlab.estimators.trajectory_levels` instead of a tempe
    long run doubled continues from where the chains are, with the weights updated to the last
    round's estimate, up to ``max_sweeps`` (16,000) sweeps per chain; once they pass, an error
    bar above ``target_stderr`` (0.1 nats) adds chains, up to ``max_chains`` (800): the rounds
-   of :func:`boltzlab.estimators.tempered_rounds.run_rounds`. An estimate below a certified
+   of :func:`boltzlab.estimators.tempered.rounds.run_rounds`. An estimate below a certified
    bound or the pilot's floor does not grow the run (the verdict flags it): a mode missing
    from every trajectory path stays missing however long the chains run along it (MNIST
    CD-1: 12.4–12.6 nats low in each of four rounds, 1 to 17 round trips per chain).
 
 The pilot's floor is trajectory AIS's certified check: each pilot ``Ẑ`` is unbiased, so an
 estimate more than ``log(m/10⁻³)`` plus four standard errors below the best of ``m`` pilots
-has lost mass (:func:`~boltzlab.estimators.trajectory_ais.pilot_check`).
+has lost mass (:func:`~boltzlab.estimators.trajectory.ais.pilot_check`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,28 +46,28 @@ from torch import Tensor
 
 from boltzlab import operators
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.mbar import mbar_for_groups, mbar_from_samples
 from boltzlab.estimators.record import register_estimator
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.rts import rts_from_samples
-from boltzlab.estimators.tempered_chains import joined_start, max_chains_for
-from boltzlab.estimators.tempered_checks import tempered_verdict_checks
-from boltzlab.estimators.tempered_rounds import (
+from boltzlab.estimators.tempered.chains import joined_start, max_chains_for
+from boltzlab.estimators.tempered.checks import tempered_verdict_checks
+from boltzlab.estimators.tempered.mbar import mbar_for_groups, mbar_from_samples
+from boltzlab.estimators.tempered.rounds import (
     TemperedBudget,
     next_log_z_hat,
     run_rounds,
 )
-from boltzlab.estimators.tempered_samples import TemperedSamples
-from boltzlab.estimators.trajectory_ais import (
+from boltzlab.estimators.tempered.rts import rts_from_samples
+from boltzlab.estimators.tempered.samples import TemperedSamples
+from boltzlab.estimators.trajectory.ais import (
     PathCandidate,
     check_pilot_options,
     pilot_check,
     resolve_trajectory,
     score_paths,
 )
-from boltzlab.estimators.trajectory_levels import PathLevels, collect_trajectory_samples, pilot_level_log_z
-from boltzlab.estimators.trajectory_path import Kernel, plan_positions
-from boltzlab.estimators.trust import DEFAULT_TARGET_STDERR, check_target_stderr
+from boltzlab.estimators.trajectory.levels import PathLevels, collect_trajectory_samples, pilot_level_log_z
+from boltzlab.estimators.trajectory.path import Kernel, plan_positions
+from boltzlab.estimators.verdict.checks import DEFAULT_TARGET_STDERR, check_target_stderr
 from boltzlab.models.rbm import RBM
 from boltzlab.models.trajectory import Trajectory
 from boltzlab.rng import resolve_generator
@@ -104,8 +105,8 @@ class TrajectoryTemperedInfo:
     Attributes
     ----------
     estimator : Any
-        The estimator's own info (:class:`~boltzlab.estimators.rts.RTSInfo` or
-        :class:`~boltzlab.estimators.mbar.MBARInfo`) on the levels, whose ``betas`` are the
+        The estimator's own info (:class:`~boltzlab.estimators.tempered.rts.RTSInfo` or
+        :class:`~boltzlab.estimators.tempered.mbar.MBARInfo`) on the levels, whose ``betas`` are the
         positions divided by ``P − 1``; its per-level values are ``log(Z_k / Z_0)``.
     anchor_log_z : float
         Exact ``log Z_0`` of the path's first point (the estimate is ``log(Z/Z_0) + log Z_0``).
@@ -116,7 +117,7 @@ class TrajectoryTemperedInfo:
     neighbour_overlap : Tensor or None
         MBAR's overlap of neighbouring levels, shape ``(K − 1,)`` (None for RTS).
     path : str
-        The path chosen (a :class:`~boltzlab.estimators.trajectory_ais.PathCandidate` label).
+        The path chosen (a :class:`~boltzlab.estimators.trajectory.ais.PathCandidate` label).
     positions : Tensor, shape (K,), float64
         The levels' positions on that path (integers are its points).
     updates : Tensor, shape (P,), int64
@@ -333,16 +334,19 @@ _OPTIONS_DOC = """
 
 #: The ``boltzlab logz`` flags of the tempered methods along the trajectory (they sweep with Gibbs).
 TRAJECTORY_TEMPERED_FLAGS = frozenset({"chains", "temperatures", "sweeps", "target-stderr", "max-chains"})
-
-
-@register_estimator(
-    "trajectory-rts",
+# The record of a tempered method along the trajectory: the tempered family's checks, and
+# ``--temperatures`` sets its levels along the path.
+_register_along_trajectory = functools.partial(
+    register_estimator,
     family="trajectory",
     needs_trajectory=True,
     checks=tempered_verdict_checks,
     flags=TRAJECTORY_TEMPERED_FLAGS,
-    keywords={"temperatures": "n_levels"},  # its levels along the path
+    keywords={"temperatures": "n_levels"},
 )
+
+
+@_register_along_trajectory("trajectory-rts")
 def trajectory_rts(
     model: RBM,
     *,
@@ -362,14 +366,7 @@ def trajectory_rts(
     )
 
 
-@register_estimator(
-    "trajectory-mbar",
-    family="trajectory",
-    needs_trajectory=True,
-    checks=tempered_verdict_checks,
-    flags=TRAJECTORY_TEMPERED_FLAGS,
-    keywords={"temperatures": "n_levels"},  # its levels along the path
-)
+@_register_along_trajectory("trajectory-mbar")
 def trajectory_mbar(
     model: RBM,
     *,

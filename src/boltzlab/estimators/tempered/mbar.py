@@ -14,7 +14,7 @@ units summed out"). ``log Z(β_k) = f_0 − f_k`` in pymbar's dimensionless free
 ``log Z(0) = 0``. Each sample's row is shifted by its maximum first: the equations are
 invariant to a per-sample constant, and the shift keeps the numbers small.
 
-**Samples.** The long run of :func:`~boltzlab.estimators.tempered_samples.collect_tempered_samples`
+**Samples.** The long run of :func:`~boltzlab.estimators.tempered.samples.collect_tempered_samples`
 (the RTS sampler with its adapted ``Ẑ``); sample ``n`` belongs to the level drawn for it from
 ``q(β | x_n)``, so ``(x_n, k_n)`` is a draw from the joint and ``x_n | k_n ~ p_{k_n}``. MBAR
 holds all ``N × K`` log-densities in memory, so the run is thinned to every ``t``-th sweep
@@ -30,7 +30,7 @@ sample at every level; ``O[i, j]`` the probability that a sample of level ``i`` 
 level ``j``) says whether the levels are tied together by shared samples. ``info`` keeps, for
 every pair of neighbouring levels, ``min(O[k, k+1], O[k+1, k])`` of the pair's own matrix
 (:func:`neighbour_overlap`); the verdict wants every one at least
-:data:`~boltzlab.estimators.trust.MIN_NEIGHBOUR_OVERLAP` (docs/trust.md).
+:data:`~boltzlab.estimators.verdict.checks.MIN_NEIGHBOUR_OVERLAP` (docs/trust.md).
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ from torch import Tensor
 
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.tempered_budget import estimate_with_budget, register_tempered
-from boltzlab.estimators.tempered_levels import validated_choice
-from boltzlab.estimators.tempered_samples import TemperedSamples
+from boltzlab.estimators.tempered.budget import estimate_with_budget, register_tempered
+from boltzlab.estimators.tempered.levels import validated_choice
+from boltzlab.estimators.tempered.samples import TemperedSamples
 from boltzlab.models.base import TemperedModel
 from boltzlab.validation import check_positive_int
 
@@ -84,7 +84,7 @@ class MBARInfo:
     neighbour_overlap : Tensor, shape (K − 1,), float64
         Overlap of each pair of neighbouring levels (:func:`neighbour_overlap`; 0.5 at most).
     budget : TemperedBudget or None
-        Ladder, rounds and why the run stopped (:mod:`boltzlab.estimators.tempered_budget`).
+        Ladder, rounds and why the run stopped (:mod:`boltzlab.estimators.tempered.budget`).
     """
 
     betas: Tensor

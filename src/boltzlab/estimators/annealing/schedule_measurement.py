@@ -16,8 +16,8 @@ import torch
 from torch import Tensor
 
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.annealing import add_log_f_increment_, reads_current_state
-from boltzlab.estimators.schedules import (
+from boltzlab.estimators.annealing.increments import add_log_f_increment_, reads_current_state
+from boltzlab.estimators.annealing.schedules import (
     linear,
 )
 from boltzlab.models.base import MarginalTerms, TemperedModel, path_derivative
@@ -112,7 +112,7 @@ def pilot_measurement(
     The chains follow AIS exactly (the same increments and, for state-dependent operators,
     the same redraw of the summed-out layer); only the weighted variance is added. The run is
     the ladder pilots' (:func:`~boltzlab.tempering.placement.anneal_and_measure`) on
-    :func:`~boltzlab.estimators.schedules.linear`'s grid.
+    :func:`~boltzlab.estimators.annealing.schedules.linear`'s grid.
     """
     grid = linear(n_temperatures)
 

@@ -1,10 +1,10 @@
 """Diagnostics of a tempered-sampling run, shared by its budget loop and by the verdict.
 
 docs/trust.md, "Tempered estimators". Each check is a function of the collected
-:class:`~boltzlab.estimators.tempered_samples.TemperedSamples` (and, for the group check, of
+:class:`~boltzlab.estimators.tempered.samples.TemperedSamples` (and, for the group check, of
 the estimator that reads them) returning ``None`` when it passes or one sentence naming the
 diagnostic, its value and the threshold (the thresholds live in
-:mod:`boltzlab.estimators.trust`):
+:mod:`boltzlab.estimators.verdict.checks`):
 
 - **level balance after the run**: the long run's Rao-Blackwellized ``ĉ_k`` against the
   prior ``r_k``. With ``Ẑ`` from an equilibrated run the levels are visited in proportion to
@@ -14,7 +14,7 @@ diagnostic, its value and the threshold (the thresholds live in
   reach ``MIN_ROUND_TRIPS``; the verdict fails only below ``MIN_TEMPERED_ROUND_TRIPS``);
 - **chain groups agree**: the estimate recomputed on ``N_GROUPS`` disjoint groups of chains;
 - **the pilot's bound**: an estimate far below the pilot AIS's ``log Ẑ`` has missed mass
-  (Markov's inequality, :mod:`boltzlab.estimators.tempered_ladders`).
+  (Markov's inequality, :mod:`boltzlab.estimators.tempered.ladders`).
 
 :func:`group_standard_error` turns the spread of more, smaller groups into a standard error
 for estimators whose own is degenerate.
@@ -30,9 +30,9 @@ import torch
 
 from boltzlab.estimators.record import find_record
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.tempered_levels import stopping_statistic
-from boltzlab.estimators.tempered_samples import TemperedSamples
-from boltzlab.estimators.trust import (
+from boltzlab.estimators.tempered.levels import stopping_statistic
+from boltzlab.estimators.tempered.samples import TemperedSamples
+from boltzlab.estimators.verdict.checks import (
     GROUP_AGREEMENT_MIN_SPREAD,
     MAX_LEVEL_IMBALANCE,
     MIN_NEIGHBOUR_OVERLAP,
@@ -220,7 +220,7 @@ def diagnose(
 
     ``group_recompute`` (default ``recompute``) is what the chain-group check runs on each
     group: an estimator whose own error bar is unreliable on a few chains can give a more
-    cautious one there (MBAR: :func:`~boltzlab.estimators.mbar.mbar_for_groups`).
+    cautious one there (MBAR: :func:`~boltzlab.estimators.tempered.mbar.mbar_for_groups`).
     """
     return TemperedDiagnosis(
         imbalance=level_imbalance(samples),
@@ -270,7 +270,7 @@ def tempered_verdict_checks(estimate: LogZEstimate, verdict: Verdict) -> LogZEst
 
     Level balance after the run, round trips per chain, the estimate recomputed on independent
     groups of chains and the pilot's bound, as the budget loop last ran them on these samples
-    (:mod:`boltzlab.estimators.tempered_budget`), or run now with the method's defaults (its
+    (:mod:`boltzlab.estimators.tempered.budget`), or run now with the method's defaults (its
     record's ``from_samples``); MBAR's overlap of neighbouring levels. Notes: the budget grew
     to its cap with its own checks failing; the initial iterations did not meet their
     stopping rule. Returns ``estimate`` unchanged.

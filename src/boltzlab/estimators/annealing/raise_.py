@@ -52,16 +52,15 @@ from torch import Tensor
 from boltzlab import distributed
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.adaptive_schedules import ScheduleInfo
-from boltzlab.estimators.ais import ANNEALING_FLAGS, start_annealing
-from boltzlab.estimators.ais_budget import annealing_checks
-from boltzlab.estimators.annealing import (
+from boltzlab.estimators.annealing.adaptive_schedules import ScheduleInfo
+from boltzlab.estimators.annealing.ais import ANNEALING_FLAGS, start_annealing
+from boltzlab.estimators.annealing.chain_budget import annealing_checks, annealing_matched
+from boltzlab.estimators.annealing.increments import (
     add_log_f_increment_,
     check_finite_log_weights,
     operator_name,
     redraw_summed_group,
 )
-from boltzlab.estimators.budget import annealing_matched
 from boltzlab.estimators.record import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.models.base import TemperedModel, log_f_marginal

@@ -3,7 +3,7 @@
 Neal (2001, "Annealed importance sampling", Statistics and Computing 11, eqs. 3–4), as
 applied to RBMs by Salakhutdinov & Murray (2008, ICML, §4) and restated in docs/algorithms.md
 §4.1. Chains start from exact samples of the normalised base ``p1`` (``log Z_0 = 0``) and
-follow an ascending schedule ``0 = β_0 ≤ … ≤ β_K = 1`` (:mod:`boltzlab.estimators.schedules`).
+follow an ascending schedule ``0 = β_0 ≤ … ≤ β_K = 1`` (:mod:`boltzlab.estimators.annealing.schedules`).
 Each chain carries the log-weight
 
     log w = Σ_{k=1..K} [log f_{β_k}(x_{k−1}) − log f_{β_{k−1}}(x_{k−1})],
@@ -28,7 +28,7 @@ same ``a``, no extra GEMM) before each sweep, which makes ``E[Ẑ] = Z`` exact a
 
 **Starting a run** (:func:`start_annealing`): the operator, the generator and the schedule
 are resolved, and a uniform base is warned about, the same way for AIS and for RAISE
-(:mod:`boltzlab.estimators.raise_`), which runs this kernel backwards.
+(:mod:`boltzlab.estimators.annealing.raise_`), which runs this kernel backwards.
 """
 
 from __future__ import annotations
@@ -43,19 +43,25 @@ from torch import Tensor
 from boltzlab import distributed, operators
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.adaptive_schedules import ScheduleInfo, resolve_schedule
-from boltzlab.estimators.ais_budget import ChainBudget, annealing_checks, budget_runs, plan_chains, run_budget
-from boltzlab.estimators.annealing import (
+from boltzlab.estimators.annealing.adaptive_schedules import ScheduleInfo, resolve_schedule
+from boltzlab.estimators.annealing.chain_budget import (
+    ChainBudget,
+    ais_matched,
+    annealing_checks,
+    budget_runs,
+    plan_chains,
+    run_budget,
+)
+from boltzlab.estimators.annealing.increments import (
     add_log_f_increment_,
     operator_name,
     reads_current_state,
     redraw_summed_group,
     warn_if_uniform_base,
 )
-from boltzlab.estimators.budget import ais_matched
-from boltzlab.estimators.lower_bound import LowerBound
 from boltzlab.estimators.record import register_estimator
 from boltzlab.estimators.result import LogZEstimate
+from boltzlab.estimators.verdict.lower_bound import LowerBound
 from boltzlab.models.base import TemperedModel
 from boltzlab.numerics import ess, log_mean_exp, log_mean_exp_stderr
 from boltzlab.operators.base import Operator
@@ -97,7 +103,7 @@ class AISInfo:
     final_chains : Chains or None
         The chains after the last sweep, on the model's device. Their layers outside the summed-out
         group (the visible units of an RBM) with ``log_weights`` are a properly weighted sample of
-        the target: ``mean(w·φ(x)) → Z·E_p[φ]`` (what :mod:`boltzlab.estimators.anchored` uses).
+        the target: ``mean(w·φ(x)) → Z·E_p[φ]`` (what :mod:`boltzlab.estimators.annealing.anchored` uses).
     budget : ChainBudget or None
         The chain budget's rounds, the error bar after each and why it stopped.
     """
@@ -217,7 +223,7 @@ def ais(
     n_chains : int, optional
         Independent annealing runs ``M``, all advanced together as one batch: exactly this
         many when given (and no ``max_chains``). Default: a chain budget
-        (:mod:`boltzlab.estimators.ais_budget`): 100 chains first, then further rounds of
+        (:mod:`boltzlab.estimators.annealing.chain_budget`): 100 chains first, then further rounds of
         independent chains on the same schedule while the pooled weights fail a check (ESS,
         chain-group agreement, standard error above ``target_stderr``), up to ``max_chains``;
         ``info.budget`` says what happened.
@@ -228,7 +234,7 @@ def ais(
     schedule : {"sm08", "linear", "varopt", "gms13"} or Tensor or sequence of float, default "sm08"
         A registered schedule name or explicit ascending βs from 0 to 1, shape ``(K + 1,)``.
         ``"varopt"`` (Kiwaki 2015) and ``"gms13"`` (Grosse et al. 2013) first measure the
-        model with a short run (:mod:`boltzlab.estimators.adaptive_schedules`); its sweeps
+        model with a short run (:mod:`boltzlab.estimators.annealing.adaptive_schedules`); its sweeps
         are counted in ``cost_sweeps``.
     operator : str or Operator, default "gibbs"
         Transition operator, by name (``operators.get``) or an instance, e.g.

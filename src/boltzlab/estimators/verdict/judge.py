@@ -2,7 +2,7 @@
 
 Each check uses what the estimator already produced, plus one independent witness that
 costs little next to an estimate: a certified lower bound on ``log Z`` from the states that
-chains at β = 1 visit (:mod:`boltzlab.estimators.lower_bound`). Chains start from ``data``
+chains at β = 1 visit (:mod:`boltzlab.estimators.verdict.lower_bound`). Chains start from ``data``
 when the caller gives it (``check_data=``; by default the witness rows the model kept), from
 the base otherwise — and then the verdict is ``"unchecked"``, never ``"reliable"``: a mode
 that only data reach was not looked for (docs/trust.md, "Three verdicts").
@@ -10,9 +10,9 @@ that only data reach was not looked for (docs/trust.md, "Three verdicts").
 - every stochastic method: a finite, positive standard error;
 - then the checks of the estimator's family, which its record names
   (:class:`~boltzlab.estimators.record.EstimatorRecord` ``checks``): for importance-weighted
-  methods (:func:`boltzlab.estimators.ais_budget.annealing_checks`) the effective sample size
+  methods (:func:`boltzlab.estimators.annealing.chain_budget.annealing_checks`) the effective sample size
   and the agreement of independent chain groups, whose spread also widens the error bar; for
-  tempered methods (:func:`boltzlab.estimators.tempered_checks.tempered_verdict_checks`) level
+  tempered methods (:func:`boltzlab.estimators.tempered.checks.tempered_verdict_checks`) level
   balance, round trips, chain groups, the pilot's bound and MBAR's overlap of neighbouring
   levels;
 - binary RBMs, any method: not below the certified lower bound by more than 3 s.e.;
@@ -28,10 +28,10 @@ from typing import Any
 
 import torch
 
-from boltzlab.estimators.lower_bound import LowerBound, certified_lower_bound, supports_lower_bound
 from boltzlab.estimators.record import find_record
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.trust import Verdict, check_lower_bound, check_stderr
+from boltzlab.estimators.verdict.checks import Verdict, check_lower_bound, check_stderr
+from boltzlab.estimators.verdict.lower_bound import LowerBound, certified_lower_bound, supports_lower_bound
 
 __all__ = ["UNCHECKED_NO_DATA", "judge"]
 

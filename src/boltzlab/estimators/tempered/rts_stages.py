@@ -2,7 +2,7 @@
 
 Carlson, Stinson, Pakman & Paninski (2016), "Partition functions from Rao-Blackwellized
 tempered sampling", ICML, App. A (combining stages with different ``Ẑ``) and App. B (bias and
-variance); docs/algorithms.md §4.3; the estimator itself is :mod:`boltzlab.estimators.rts`.
+variance); docs/algorithms.md §4.3; the estimator itself is :mod:`boltzlab.estimators.tempered.rts`.
 
 **Stages (App. A) [derived, docs/open-questions.md item 6].** Stage ``j`` has fixed ``Ẑ^{(j)}``,
 ``N_j`` samples and ``ĉ^{(j)}``; ``ζ = log Z`` maximises the concave Rao-Blackwellized
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from boltzlab.estimators.tempered_levels import rts_log_z
+from boltzlab.estimators.tempered.levels import rts_log_z
 
 __all__ = [
     "StageLikelihood",

@@ -6,7 +6,7 @@ tempered sampling", ICML, §2 (eqs. 4–9); docs/algorithms.md §4.3. Pure funct
 ``log Ẑ``: the level conditional ``q(β_k | x) = softmax_k(log f_k(x) + log r_k − log Ẑ_k)``
 (hidden-summed ``f_k``, docs/algorithms.md §4.3 pitfall 1), the path derivatives at every level,
 eq. 9 and the paper's stopping statistic. The sampler that uses them is
-:mod:`boltzlab.estimators.tempered_samples`.
+:mod:`boltzlab.estimators.tempered.samples`.
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ from scipy import stats
 from torch import Tensor
 
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.lower_bound import LowerBound
 from boltzlab.estimators.result import LogZEstimate
+from boltzlab.estimators.verdict.lower_bound import LowerBound
 from boltzlab.numerics import ess, log_mean_exp_stderr
 
 # One definition each, shared with the samplers' verdict (tempering/agreement.py, verdict.py):
@@ -98,7 +98,7 @@ MAX_LEVEL_IMBALANCE = 0.3
 #: run's ``log Ẑ`` before it is called wrong: ``P(log Ẑ_AIS > log Z + t) ≤ e^{−t}`` (Markov).
 PILOT_BOUND_NATS = 5.0
 #: Smallest overlap between neighbouring levels (pymbar's overlap matrix of each pair,
-#: ``estimators.mbar.neighbour_overlap``: 0.5 for identical levels) below which MBAR's levels
+#: ``estimators.tempered.mbar.neighbour_overlap``: 0.5 for identical levels) below which MBAR's levels
 #: are not tied together by shared samples; 0.03 is the usual guideline for neighbouring
 #: states (Klimovich, Shirts & Mobley 2015, J. Comput.-Aided Mol. Des. 29, 397).
 MIN_NEIGHBOUR_OVERLAP = 0.03

@@ -40,10 +40,9 @@ from torch import Tensor
 from boltzlab import distributed
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.annealing import check_finite_log_weights
-from boltzlab.estimators.lower_bound import LowerBound
+from boltzlab.estimators.annealing.increments import check_finite_log_weights
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.trust import (
+from boltzlab.estimators.verdict.checks import (
     DEFAULT_TARGET_STDERR,
     N_GROUPS,
     Verdict,
@@ -54,6 +53,7 @@ from boltzlab.estimators.trust import (
     group_log_means,
     group_spread_stderr,
 )
+from boltzlab.estimators.verdict.lower_bound import LowerBound
 from boltzlab.numerics import log_mean_exp, log_mean_exp_stderr
 from boltzlab.validation import check_positive_int
 
@@ -62,7 +62,9 @@ __all__ = [
     "DEFAULT_MAX_CHAINS",
     "ChainBudget",
     "ChainPlan",
+    "ais_matched",
     "annealing_checks",
+    "annealing_matched",
     "budget_failures",
     "budget_runs",
     "next_round",
@@ -288,3 +290,16 @@ def annealing_checks(estimate: LogZEstimate, verdict: Verdict) -> LogZEstimate:
             f"(max_chains {chain_budget.max_chains}) with a check still failing: {chain_budget.failures[0]}"
         )
     return estimate
+
+
+def annealing_matched(sweeps_per_chain: int) -> dict[str, int]:
+    """An annealing method at ``sweeps_per_chain``: that many temperatures (RTS paper, Fig. 3)."""
+    return {"n_temperatures": sweeps_per_chain}
+
+
+def ais_matched(sweeps_per_chain: int) -> dict[str, int]:
+    """AIS at ``sweeps_per_chain``: that many temperatures and a fixed ``DEFAULT_CHAINS`` chains.
+
+    A matched budget is a kept budget: AIS's chain budget would add chains.
+    """
+    return {"n_temperatures": sweeps_per_chain, "n_chains": DEFAULT_CHAINS}

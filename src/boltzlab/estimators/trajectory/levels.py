@@ -1,6 +1,6 @@
 """Tempered sampling along a training trajectory: levels at positions of a parameter path.
 
-The samplers of :mod:`boltzlab.estimators.tempered_samples` move chains between inverse
+The samplers of :mod:`boltzlab.estimators.tempered.samples` move chains between inverse
 temperatures ``β_k`` of one model. On a model trained to sharpness that path can cross a
 first-order-like transition: above it most of the mass sits in an ordered phase that chains
 climbing from the base enter too rarely, and no weights fix that (docs/trust.md, "Open":
@@ -8,7 +8,7 @@ RTS with the exact ``log Z(β_k)`` as its weights was still 1.2 nats low on MNIS
 parameters a model visited while it was trained form another path, along which the modes
 grow gradually (docs/algorithms.md §4.6). Here the levels are positions ``t_0 = 0 < … <
 t_{K−1} = P − 1`` on a piecewise-linear path through ``P`` parameter points
-(:mod:`boltzlab.estimators.trajectory_path`): level ``k`` is the RBM ``θ(t_k)``, level 0 the
+(:mod:`boltzlab.estimators.trajectory.path`): level ``k`` is the RBM ``θ(t_k)``, level 0 the
 zero-weight anchor (exact samples, exact ``log Z_0``) and the last level the model.
 
 Simulated tempering on these levels samples ``q(v, k) ∝ f_k(v)·r_k/Ẑ_k`` with the hidden
@@ -23,8 +23,8 @@ layer summed out, ``log f_k(v) = b(t_k)·v + Σ_j softplus(a_j(t_k))``. Each ste
 Collapsed over ``h``, steps 1 and 3 each leave ``q(v, k)`` invariant. The densities are
 divided by the anchor's exact ``Z_0``, so level 0 is normalised as RTS's eq. 9 expects and
 every level's estimate is an absolute ``log Z``. The initial iterations, the long run and the
-statistics kept are those of :func:`~boltzlab.estimators.tempered_samples.collect_tempered_samples`
-(a :class:`~boltzlab.estimators.tempered_samples.TemperedSamples` whose ``betas`` are the
+statistics kept are those of :func:`~boltzlab.estimators.tempered.samples.collect_tempered_samples`
+(a :class:`~boltzlab.estimators.tempered.samples.TemperedSamples` whose ``betas`` are the
 positions divided by ``P − 1``), so RTS, TS and MBAR read them unchanged; path derivatives
 (TI) are not recorded. One process runs all chains.
 """
@@ -41,16 +41,16 @@ from torch import Tensor
 from boltzlab import operators
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.tempered_levels import (
+from boltzlab.estimators.tempered.levels import (
     check_initial_log_z,
     pooled_log_c,
     resolve_log_prior,
     rts_log_z,
     stopping_statistic,
 )
-from boltzlab.estimators.tempered_samples import TemperedSamples
-from boltzlab.estimators.tempered_step import LongRunRecorder, SamplerState, TripCounter, accumulate_
-from boltzlab.estimators.trajectory_path import Kernel, PathTensors, anneal
+from boltzlab.estimators.tempered.samples import TemperedSamples
+from boltzlab.estimators.tempered.step import LongRunRecorder, SamplerState, TripCounter, accumulate_
+from boltzlab.estimators.trajectory.path import Kernel, PathTensors, anneal
 from boltzlab.models.trajectory import Trajectory
 from boltzlab.numerics import softplus
 from boltzlab.rng import rand, randint
@@ -174,7 +174,7 @@ def pilot_level_log_z(
 ) -> tuple[Tensor, int]:
     """AIS's running ``log(Ẑ(t_k)/Z_0)`` at every level, from ``n_chains`` exact anchor draws.
 
-    Trajectory AIS's annealing (:func:`~boltzlab.estimators.trajectory_path.anneal`, one Gibbs
+    Trajectory AIS's annealing (:func:`~boltzlab.estimators.trajectory.path.anneal`, one Gibbs
     sweep per step) with ``substeps`` equal steps between neighbouring levels; returns the
     estimates (shape ``(K,)``, float64, CPU; level 0 exactly 0) and the chain-sweeps spent.
     The sampler's weights start there.
@@ -211,7 +211,7 @@ def collect_trajectory_samples(
     """Simulated tempering over ``levels`` (module docstring) with RTS's statistics.
 
     The options mean what they mean for
-    :func:`~boltzlab.estimators.tempered_samples.collect_tempered_samples` (initial iterations
+    :func:`~boltzlab.estimators.tempered.samples.collect_tempered_samples` (initial iterations
     adapt ``log Ẑ`` with the Rao-Blackwellized ``ĉ``; the long run is one batch). ``start``
     continues a previous run's ``final_state`` on the same levels (its chains' β holds the
     level positions divided by ``P − 1``).

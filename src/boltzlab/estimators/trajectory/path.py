@@ -17,7 +17,7 @@ those deviations estimates the segment's thermodynamic length ``∫ sd_{p_t}[∂
 (Gelman & Meng 1998; Grosse, Maddison & Salakhutdinov 2013). :func:`plan_positions` places a
 main run's steps at equal length; :func:`anneal` runs it.
 
-**Summed-out weights, summed-out kernel.** As in :mod:`boltzlab.estimators.ais`, an operator
+**Summed-out weights, summed-out kernel.** As in :mod:`boltzlab.estimators.annealing.ais`, an operator
 whose update reads a unit's current value has the hidden layer redrawn from ``p_t(h | v)``
 (from the same pre-activations) before its sweep.
 """
@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from boltzlab.chains import Chains
-from boltzlab.estimators.annealing import redraw_summed_group
+from boltzlab.estimators.annealing.increments import redraw_summed_group
 from boltzlab.models.base import MarginalTerms
 from boltzlab.models.rbm import RBM
 from boltzlab.models.trajectory import ANCHOR_UPDATE, Trajectory

@@ -1,9 +1,9 @@
 """More chains when a tempered estimate's error bar is too wide: the budget's precision step.
 
 docs/algorithms.md §4.3 ("How long to run") and docs/trust.md ("Tempered estimators"). The
-rounds of :func:`~boltzlab.estimators.tempered_rounds.run_rounds` double the *length* of the
+rounds of :func:`~boltzlab.estimators.tempered.rounds.run_rounds` double the *length* of the
 run while a check fails. Once the checks pass, a standard error above ``target_stderr``
-(:data:`~boltzlab.estimators.trust.DEFAULT_TARGET_STDERR`, AIS's 0.1 nats) adds *chains* instead: where chains rarely
+(:data:`~boltzlab.estimators.verdict.checks.DEFAULT_TARGET_STDERR`, AIS's 0.1 nats) adds *chains* instead: where chains rarely
 cross the ladder, a longer run of the same chains buys little precision, and independent
 chains buy it at ``1/√n`` (on a CD-1 RBM of binary alphadigits, MBAR's error bar went from
 0.17 to 0.12 nats for twice the sweeps per chain, but to 0.07–0.11 with 400 chains instead
@@ -26,8 +26,8 @@ import torch
 
 from boltzlab.chains import Chains
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.tempered_samples import TemperedSamples
-from boltzlab.estimators.tempered_step import SamplerState
+from boltzlab.estimators.tempered.samples import TemperedSamples
+from boltzlab.estimators.tempered.step import SamplerState
 from boltzlab.validation import check_positive_int
 
 __all__ = [

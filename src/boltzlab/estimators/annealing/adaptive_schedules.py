@@ -48,20 +48,20 @@ from torch import Tensor
 
 from boltzlab import operators
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.schedule_measurement import (
+from boltzlab.estimators.annealing.schedule_measurement import (
     Statistic,
     check_statistic,
     measure_at_knots,
     pilot_measurement,
 )
-from boltzlab.estimators.schedule_shaping import (
+from boltzlab.estimators.annealing.schedule_shaping import (
     check_delta,
     check_smoothing,
     decelerated,
     schedule_from_g,
     smooth_g,
 )
-from boltzlab.estimators.schedules import (
+from boltzlab.estimators.annealing.schedules import (
     DEFAULT_N_TEMPERATURES,
     available_schedules,
     get_schedule,

@@ -5,23 +5,23 @@ tempered estimator (RTS, TS, TI, TI-RB, MBAR) runs through :func:`estimate_with_
 
 1. **Ladder.** By default (``ladder="adaptive"``) ``K = n_temperatures`` (100) levels at equal
    thermodynamic length, placed from a pilot annealing run that also gives the level weights
-   ``log Ẑ`` to start from (:func:`~boltzlab.estimators.tempered_ladders.adaptive_ladder`).
+   ``log Ẑ`` to start from (:func:`~boltzlab.estimators.tempered.ladders.adaptive_ladder`).
    ``ladder="linear"`` is the paper's linear ladder from ``Ẑ = 1``; an explicit ladder is
    used as given.
 2. **Round 0** is RTS's run as the paper describes it: initial iterations until the stopping
    rule holds, then a long run of ``n_sweeps`` with ``Ẑ`` fixed.
-3. **Checks** (:func:`~boltzlab.estimators.tempered_checks.tempered_failures`, on the
+3. **Checks** (:func:`~boltzlab.estimators.tempered.checks.tempered_failures`, on the
    method's own estimate): level balance after the run (``ĉ_k`` against ``r_k``), round trips
    per chain, agreement of independent chain groups, the pilot's bound; and two that only
    the budget applies: an estimate below a certified lower bound (``lower_bound``, which
    ``estimate_log_z`` passes from the verdict's witness) and a standard error above
-   ``target_stderr`` (0.1 nats by default; :mod:`~boltzlab.estimators.tempered_rounds`).
+   ``target_stderr`` (0.1 nats by default; :mod:`~boltzlab.estimators.tempered.rounds`).
 4. **Growth.** While a check fails and the sweeps per chain spent so far plus the next round
    stay within ``max_sweeps``, another round runs with the long run doubled, continuing
    from where the chains are, with ``log Ẑ`` updated to the last round's RTS estimate of
    every level (a long run is a better initial iteration than a short one). Once the checks
    pass, an error bar above the target adds chains instead, up to ``max_chains``
-   (:mod:`~boltzlab.estimators.tempered_chains`). The estimate uses the last round alone.
+   (:mod:`~boltzlab.estimators.tempered.chains`). The estimate uses the last round alone.
 
 What was spent and why it stopped is :class:`TemperedBudget`, kept as the samples' ``budget``
 (and so as ``info.budget`` of every tempered estimate). A caller who fixes ``n_sweeps`` and not
@@ -31,22 +31,22 @@ gets that many chains: a budget given is a budget kept.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
 import torch
 
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.budget import tempered_budget
-from boltzlab.estimators.lower_bound import LowerBound
 from boltzlab.estimators.record import register_estimator
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.tempered_chains import joined_start, max_chains_for
-from boltzlab.estimators.tempered_checks import Recompute, tempered_verdict_checks
-from boltzlab.estimators.tempered_ladders import PlacedLadder, adaptive_ladder
-from boltzlab.estimators.tempered_rounds import next_log_z_hat, run_rounds
-from boltzlab.estimators.tempered_samples import TemperedSamples, collect_tempered_samples
-from boltzlab.estimators.trust import DEFAULT_TARGET_STDERR, check_target_stderr
+from boltzlab.estimators.tempered.chains import joined_start, max_chains_for
+from boltzlab.estimators.tempered.checks import Recompute, tempered_verdict_checks
+from boltzlab.estimators.tempered.ladders import PlacedLadder, adaptive_ladder
+from boltzlab.estimators.tempered.rounds import next_log_z_hat, run_rounds
+from boltzlab.estimators.tempered.samples import TemperedSamples, collect_tempered_samples
+from boltzlab.estimators.verdict.checks import DEFAULT_TARGET_STDERR, check_target_stderr
+from boltzlab.estimators.verdict.lower_bound import LowerBound
 from boltzlab.models.base import TemperedModel
 from boltzlab.rng import resolve_generator
 from boltzlab.validation import check_positive_int
@@ -61,6 +61,7 @@ __all__ = [
     "estimate_with_budget",
     "long_run_batches",
     "register_tempered",
+    "tempered_budget",
 ]
 
 #: Long-run sweeps per chain of round 0 (the paper's 1,000).
@@ -173,7 +174,7 @@ def estimate_with_budget(
     ----------
     model : TemperedModel
     method : str
-        The method's name, for messages.
+        The method's name, for messages and for the result's ``method``.
     recompute : callable
         The method's estimator from samples (e.g. ``rts_from_samples``), which the checks use.
     group_recompute : callable, optional
@@ -184,7 +185,7 @@ def estimate_with_budget(
         ``"adaptive"``, the default, or ``"linear"``; ``max_sweeps`` caps the sweeps per chain,
         default :data:`DEFAULT_MAX_SWEEPS`, or ``n_sweeps`` when that was given; ``pilot_chains``
         and ``pilot_temperatures`` size the pilot; ``lower_bound``, a certified
-        :class:`~boltzlab.estimators.lower_bound.LowerBound`, and ``target_stderr`` in nats,
+        :class:`~boltzlab.estimators.verdict.lower_bound.LowerBound`, and ``target_stderr`` in nats,
         default 0.1, are what the budget grows towards besides the checks, the second by
         adding chains up to ``max_chains``, default 800, or ``n_chains`` when that was given;
         a fixed budget ignores ``target_stderr``, as AIS's does). Unknown names are refused.
@@ -262,7 +263,7 @@ def estimate_with_budget(
         )
         return wider, fresh.n_chains * burn_in
 
-    return run_rounds(
+    estimate = run_rounds(
         samples,
         more=more,
         widen=widen,
@@ -277,6 +278,59 @@ def estimate_with_budget(
         placed=placed,
         earlier=placed.cost_sweeps if placed is not None else 0,
     )
+    # Under the name it was run as (the verdict reads that method's record): a variant that
+    # reuses another method's estimator from samples is still itself.
+    return estimate if estimate.method == method else dataclasses.replace(estimate, method=method)
+
+
+def tempered_budget(
+    total_sweeps: int, *, n_initial_iterations: int = 10, initial_sweeps: int = 50
+) -> dict[str, int]:
+    """Options of the tempered-sampling estimators that spend at most ``total_sweeps`` per chain.
+
+    A tenth goes to the pilot annealing run that places the default ladder
+    (``pilot_temperatures``; the pilot runs as many chains as the estimate, see
+    :mod:`boltzlab.estimators.tempered.budget`). Of the rest, the paper's initial phase
+    (``n_initial_iterations`` of ``initial_sweeps``, 10 × 50) is shrunk to at most half, and
+    the long run gets what is left. The initial phase may stop early, so the cost actually
+    spent (the estimate's ``cost_sweeps``) can be lower; a given ``n_sweeps`` fixes the budget
+    to one round.
+
+    Parameters
+    ----------
+    total_sweeps : int
+        Sweeps per chain; what is left after the pilot must be at least
+        ``2·n_initial_iterations``.
+    n_initial_iterations, initial_sweeps : int, default 10 and 50
+        The initial phase at full size.
+
+    Returns
+    -------
+    dict
+        ``pilot_temperatures``, ``n_initial_iterations``, ``initial_sweeps`` and ``n_sweeps``
+        (the long run), whose ``pilot_temperatures + n_initial_iterations·initial_sweeps +
+        n_sweeps`` equals ``total_sweeps``.
+
+    Examples
+    --------
+    >>> tempered_budget(1000)
+    {'pilot_temperatures': 100, 'n_initial_iterations': 10, 'initial_sweeps': 45, 'n_sweeps': 450}
+    """
+    total_sweeps = check_positive_int(total_sweeps, "total_sweeps")
+    pilot = max(1, total_sweeps // 10)
+    sampling = total_sweeps - pilot
+    if sampling < 2 * n_initial_iterations:
+        raise ValidationError(
+            f"a tempered estimator needs more than {2 * n_initial_iterations} sweeps per chain "
+            f"(a pilot, {n_initial_iterations} initial iterations and a long run), got {total_sweeps}"
+        )
+    per_iteration = min(initial_sweeps, sampling // (2 * n_initial_iterations))
+    return {
+        "pilot_temperatures": pilot,
+        "n_initial_iterations": n_initial_iterations,
+        "initial_sweeps": per_iteration,
+        "n_sweeps": sampling - n_initial_iterations * per_iteration,
+    }
 
 
 #: The ``boltzlab logz`` flags every tempered-sampling estimator takes.

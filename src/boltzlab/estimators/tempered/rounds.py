@@ -1,6 +1,6 @@
 """The rounds of a tempered budget: run, check, then a longer or a wider round, until the checks pass.
 
-Steps 3 and 4 of :mod:`~boltzlab.estimators.tempered_budget` (docs/algorithms.md §4.3, "How
+Steps 3 and 4 of :mod:`~boltzlab.estimators.tempered.budget` (docs/algorithms.md §4.3, "How
 long to run"), shared by the temperature route (``estimate_with_budget``) and the trajectory
 route (``trajectory-rts``, ``trajectory-mbar``): :func:`run_rounds` and the records it keeps,
 :class:`BudgetRound` and :class:`TemperedBudget`.
@@ -14,19 +14,19 @@ from dataclasses import dataclass, replace
 import torch
 
 from boltzlab import distributed
-from boltzlab.estimators.lower_bound import LowerBound
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.tempered_chains import (
+from boltzlab.estimators.tempered.chains import (
     Widen,
     burn_in_sweeps,
     chains_for_target,
     precision_stderr,
 )
-from boltzlab.estimators.tempered_checks import Recompute, TemperedDiagnosis, diagnose
-from boltzlab.estimators.tempered_ladders import PlacedLadder
-from boltzlab.estimators.tempered_levels import pooled_log_c, rts_log_z
-from boltzlab.estimators.tempered_samples import TemperedSamples
-from boltzlab.estimators.trust import check_lower_bound
+from boltzlab.estimators.tempered.checks import Recompute, TemperedDiagnosis, diagnose
+from boltzlab.estimators.tempered.ladders import PlacedLadder
+from boltzlab.estimators.tempered.levels import pooled_log_c, rts_log_z
+from boltzlab.estimators.tempered.samples import TemperedSamples
+from boltzlab.estimators.verdict.checks import check_lower_bound
+from boltzlab.estimators.verdict.lower_bound import LowerBound
 
 __all__ = [
     "DEFAULT_MAX_SWEEPS",
@@ -158,7 +158,7 @@ def run_rounds(
     widen : callable, optional
         ``widen(samples, n_chains, n_sweeps, burn_in)``: the next round with ``n_chains``
         chains, ``samples``' own continued and fresh ones after ``burn_in`` unrecorded sweeps,
-        and the chain-sweeps of that burn-in (:mod:`~boltzlab.estimators.tempered_chains`).
+        and the chain-sweeps of that burn-in (:mod:`~boltzlab.estimators.tempered.chains`).
         Without it a standard error above ``target_stderr`` stops the budget.
     recompute, group_recompute : callable
         The method's estimator from samples, and what the chain-group check runs.
@@ -279,7 +279,7 @@ def bound_failures(estimate: LogZEstimate, bound: LowerBound | None) -> tuple[st
 
 def stderr_failures(estimate: LogZEstimate, target_stderr: float | None) -> tuple[str, ...]:
     """An error bar above ``target_stderr``: the part of it that more chains shrink
-    (:func:`~boltzlab.estimators.tempered_chains.precision_stderr`), which adds chains."""
+    (:func:`~boltzlab.estimators.tempered.chains.precision_stderr`), which adds chains."""
     stderr = precision_stderr(estimate)
     if target_stderr is None or stderr <= target_stderr:
         return ()

@@ -30,8 +30,8 @@ Fashion-MNIST RBM was 0.24 nats low, 6.1 statistical standard errors, with a dis
 estimate of 0.24 (docs/trust.md).
 
 Both read the samples collected by
-:func:`~boltzlab.estimators.tempered_samples.collect_tempered_samples` (the RTS sampler with its
-adapted ``Ẑ``, so every level is visited), sized by :mod:`boltzlab.estimators.tempered_budget`. **Error bars** by the delta method from independent
+:func:`~boltzlab.estimators.tempered.samples.collect_tempered_samples` (the RTS sampler with its
+adapted ``Ẑ``, so every level is visited), sized by :mod:`boltzlab.estimators.tempered.budget`. **Error bars** by the delta method from independent
 units (chains, or (batch, chain) pairs): each ``ĝ_k`` is a ratio of sums, and the estimate a
 linear combination of them.
 """
@@ -47,14 +47,14 @@ from torch import Tensor
 
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.tempered_budget import (
+from boltzlab.estimators.tempered.budget import (
     UNIT_ERRORS,
     estimate_with_budget,
     long_run_batches,
     register_tempered,
 )
-from boltzlab.estimators.tempered_levels import validated_choice
-from boltzlab.estimators.tempered_samples import TemperedSamples
+from boltzlab.estimators.tempered.levels import validated_choice
+from boltzlab.estimators.tempered.samples import TemperedSamples
 from boltzlab.models.base import TemperedModel
 
 __all__ = [
@@ -98,7 +98,7 @@ class TIInfo:
     error : {"chains", "batch-means"}
     samples : TemperedSamples
     budget : TemperedBudget or None
-        Ladder, rounds and why the run stopped (:mod:`boltzlab.estimators.tempered_budget`).
+        Ladder, rounds and why the run stopped (:mod:`boltzlab.estimators.tempered.budget`).
     """
 
     betas: Tensor

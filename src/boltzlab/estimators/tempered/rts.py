@@ -3,8 +3,8 @@
 Carlson, Stinson, Pakman & Paninski (2016), "Partition functions from Rao-Blackwellized
 tempered sampling", ICML: eq. 9 (the estimator), §2.4 (initial iterations), App. A (combining
 stages with different ``Ẑ``), App. B (bias and variance); docs/algorithms.md §4.3. The samples come
-from :func:`~boltzlab.estimators.tempered_samples.collect_tempered_samples`, sized by
-:mod:`boltzlab.estimators.tempered_budget` (a ladder placed from a pilot run, then rounds of
+from :func:`~boltzlab.estimators.tempered.samples.collect_tempered_samples`, sized by
+:mod:`boltzlab.estimators.tempered.budget` (a ladder placed from a pilot run, then rounds of
 doubling length until the run's checks pass, up to ``max_sweeps``). With the
 Rao-Blackwellized level probabilities ``ĉ_k = (1/N)·Σ_i q(β_k | x_i)``, an unbiased estimate of
 the level marginal ``q(β_k) ∝ r_k Z_k / Ẑ_k``,
@@ -17,16 +17,16 @@ levels with a 0.1 pseudo-count per level (the paper's comparison).
 **Stages.** ``combine="last"`` (the default) uses the long run alone: the paper found it as good
 as the combination, and the early initial iterations start far from equilibrium (their states
 come from another ``Ẑ``), which biases their ``ĉ``; ``combine="all"`` maximises App. A's
-likelihood over every stage (:func:`~boltzlab.estimators.rts_stages.combine_stages`).
+likelihood over every stage (:func:`~boltzlab.estimators.tempered.rts_stages.combine_stages`).
 
 **Error bars.** The chains are independent, so per-chain sums give the variance
 (``error="chains"``, default); ``error="batch-means"`` uses every (batch, chain) pair as a unit
 instead (for few chains; batches must be longer than the autocorrelation time). For the long run
 alone it is App. B's delta method, ``Var log Ẑ_k ≈ σ_1²/ĉ_1² + σ_k²/ĉ_k² − 2σ_1k/(ĉ_1 ĉ_k)``,
 computed from the units' shares in log space so that it cannot underflow to 0
-(:func:`~boltzlab.estimators.rts_stages.log_ratio_variance`); for ``combine="all"`` the sandwich
+(:func:`~boltzlab.estimators.tempered.rts_stages.log_ratio_variance`); for ``combine="all"`` the sandwich
 ``H⁻¹ V H⁻¹``. Should either still come out 0 or not finite, the spread of ten independent chain
-groups is used (:func:`~boltzlab.estimators.tempered_checks.group_standard_error`). TS adds, for
+groups is used (:func:`~boltzlab.estimators.tempered.checks.group_standard_error`). TS adds, for
 each of the two levels eq. 9 reads that no chain visited, the spread between its 0.1
 pseudo-count and the three counts a 95% bound would allow (``(log 30 / 2)²``): the data say
 nothing more precise. App. B's bias ``½(σ_1²/ĉ_1² − σ_k²/ĉ_k²)`` is reported in ``info`` (it
@@ -48,7 +48,15 @@ from torch import Tensor
 
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.rts_stages import (
+from boltzlab.estimators.tempered.budget import (
+    UNIT_ERRORS,
+    estimate_with_budget,
+    long_run_batches,
+    register_tempered,
+)
+from boltzlab.estimators.tempered.checks import group_standard_error
+from boltzlab.estimators.tempered.levels import PSEUDO_COUNT, rts_log_z, stopping_statistic, validated_choice
+from boltzlab.estimators.tempered.rts_stages import (
     StageLikelihood,
     combine_stages,
     log_ratio_variance,
@@ -56,15 +64,7 @@ from boltzlab.estimators.rts_stages import (
     sandwich_covariance,
     stage_log_likelihood,
 )
-from boltzlab.estimators.tempered_budget import (
-    UNIT_ERRORS,
-    estimate_with_budget,
-    long_run_batches,
-    register_tempered,
-)
-from boltzlab.estimators.tempered_checks import group_standard_error
-from boltzlab.estimators.tempered_levels import PSEUDO_COUNT, rts_log_z, stopping_statistic, validated_choice
-from boltzlab.estimators.tempered_samples import TemperedSamples
+from boltzlab.estimators.tempered.samples import TemperedSamples
 from boltzlab.models.base import TemperedModel
 
 __all__ = [
@@ -125,7 +125,7 @@ class RTSInfo:
     stderr_source : {"delta", "sandwich", "groups"}
         Where ``stderr_levels[-1]`` came from (module docstring, "Error bars").
     budget : TemperedBudget or None
-        Ladder, rounds and why the run stopped (:mod:`boltzlab.estimators.tempered_budget`).
+        Ladder, rounds and why the run stopped (:mod:`boltzlab.estimators.tempered.budget`).
     """
 
     betas: Tensor
@@ -418,7 +418,7 @@ def rts(
     n_batches : int, optional
         Batches of the long run (default 1, or 10 for ``error="batch-means"``).
     **options
-        Sampling options of :func:`~boltzlab.estimators.tempered_samples.collect_tempered_samples`:
+        Sampling options of :func:`~boltzlab.estimators.tempered.samples.collect_tempered_samples`:
         ``n_chains`` (100), ``n_temperatures`` (100), ``ladder`` (``"adaptive"``: placed at
         equal thermodynamic length from a pilot annealing run, which also gives the starting
         ``log Ẑ``; ``"linear"`` from ``Ẑ = 1``; or ascending values), ``n_sweeps`` (1000
@@ -429,7 +429,7 @@ def rts(
         ``pilot_chains`` (100), ``pilot_temperatures`` (1000), ``operator`` ("gibbs"),
         ``prior`` (uniform; ``"exp2beta"``), ``initial_log_z`` (the pilot's), ``n_initial_iterations``
         (10), ``initial_sweeps`` (50), ``stop_tolerance`` (0.1), ``adapt_with`` ("rb"). See
-        :mod:`boltzlab.estimators.tempered_budget`.
+        :mod:`boltzlab.estimators.tempered.budget`.
 
     Returns
     -------

@@ -43,12 +43,12 @@ counts of drawn levels; for the long run, on request, the binned and ``q``-weigh
 derivatives ``s_{β_k}(x)`` (TI, TI-RB) and ``log f_k(x)`` of thinned sweeps (MBAR). The chains
 are independent, so per-chain (or per-batch) sums give the error bars. Also kept: each chain's
 passages between the two ends of the ladder in the long run (round trips, docs/trust.md) and
-where the chains ended (:class:`~boltzlab.estimators.tempered_step.SamplerState`), from which a
-longer run can continue (:mod:`boltzlab.estimators.tempered_budget`).
+where the chains ended (:class:`~boltzlab.estimators.tempered.step.SamplerState`), from which a
+longer run can continue (:mod:`boltzlab.estimators.tempered.budget`).
 
 The level-space arithmetic (``q(β | x)``, eq. 9, the stopping statistic, priors) is in
-:mod:`boltzlab.estimators.tempered_levels`, the step kernel in
-:mod:`boltzlab.estimators.tempered_step`; their public names are re-exported here.
+:mod:`boltzlab.estimators.tempered.levels`, the step kernel in
+:mod:`boltzlab.estimators.tempered.step`; their public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ from torch import Tensor
 from boltzlab import distributed, operators
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.tempered_levels import (
+from boltzlab.estimators.tempered.levels import (
     ADAPT_STATISTICS,
     PSEUDO_COUNT,
     check_initial_log_z,
@@ -77,7 +77,7 @@ from boltzlab.estimators.tempered_levels import (
     stopping_statistic,
     validated_choice,
 )
-from boltzlab.estimators.tempered_step import (
+from boltzlab.estimators.tempered.step import (
     LongRunRecorder,
     SamplerState,
     TemperedStep,
@@ -157,7 +157,7 @@ class TemperedSamples:
     final_state : SamplerState or None
         Where the chains ended, to continue from.
     budget : TemperedBudget or None
-        How the run was sized, when :mod:`boltzlab.estimators.tempered_budget` sized it
+        How the run was sized, when :mod:`boltzlab.estimators.tempered.budget` sized it
         (pilot, rounds, why it stopped).
     earlier_cost_sweeps : int
         Chain-sweeps spent before this run on its behalf (a pilot, earlier rounds).

@@ -10,7 +10,7 @@ states of that layer, chosen by chains at β = 1 started from data *before* AIS 
     Z = Σ_{s ∈ S} f(s) + Z·P_p(s ∉ S),
 
 The first term is exact (``Z_S``, the certified lower bound of
-:mod:`boltzlab.estimators.lower_bound`); the second is estimated by AIS's properly weighted
+:mod:`boltzlab.estimators.verdict.lower_bound`); the second is estimated by AIS's properly weighted
 final states, ``E[w·(1 − P(s ∈ S | x))] = Z·P_p(s ∉ S)``, with the probability given the
 chain's visible units in closed form when ``S`` is a set of hidden states (Rao-Blackwellised:
 ``p(h | v)`` factorises) and an indicator when it is a set of visible states. Each chain ``i``
@@ -39,18 +39,17 @@ from torch.nn.functional import softplus
 
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.ais import ANNEALING_FLAGS, AISInfo, ais
-from boltzlab.estimators.ais_budget import annealing_checks, without_budget
-from boltzlab.estimators.budget import annealing_matched
-from boltzlab.estimators.lower_bound import (
+from boltzlab.estimators.annealing.ais import ANNEALING_FLAGS, AISInfo, ais
+from boltzlab.estimators.annealing.chain_budget import annealing_checks, annealing_matched, without_budget
+from boltzlab.estimators.record import register_estimator
+from boltzlab.estimators.result import LogZEstimate
+from boltzlab.estimators.verdict.lower_bound import (
     LowerBound,
     VisitedStates,
     pack_rows,
     supports_lower_bound,
     visited_states,
 )
-from boltzlab.estimators.record import register_estimator
-from boltzlab.estimators.result import LogZEstimate
 from boltzlab.models.rbm import RBM
 from boltzlab.numerics import ess, log_mean_exp, log_mean_exp_stderr
 from boltzlab.rng import resolve_generator
@@ -192,7 +191,7 @@ def anchored_ais(
         Sweeps of each anchor chain; every visited state of the smaller layer joins ``S``.
     generator : torch.Generator or int, optional
     **ais_options
-        AIS's options (:func:`boltzlab.estimators.ais.ais`: ``n_chains``, ``n_temperatures``,
+        AIS's options (:func:`boltzlab.estimators.annealing.ais.ais`: ``n_chains``, ``n_temperatures``,
         ``schedule``, ``operator``, ...), with AIS's defaults except its chain budget: 100
         chains unless ``n_chains``, ``max_chains`` or ``target_stderr`` is given; the anchor chains use the same
         ``operator``.

@@ -34,7 +34,7 @@ inequality ``P(max_c log Ẑ_c > log Z + t) ≤ m·e^−t`` for ``m`` candidates
 more than ``t = log(m / 10⁻³)`` plus four standard errors below the best pilot has lost mass
 with probability ``1 − 10⁻³``; it is marked unreliable.
 
-The increments and sweeps are those of :mod:`boltzlab.estimators.trajectory_path`.
+The increments and sweeps are those of :mod:`boltzlab.estimators.trajectory.path`.
 """
 
 from __future__ import annotations
@@ -50,11 +50,15 @@ from torch import Tensor
 
 from boltzlab import operators
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.ais_budget import annealing_checks
-from boltzlab.estimators.annealing import check_finite_log_weights, operator_name, reads_current_state
+from boltzlab.estimators.annealing.chain_budget import annealing_checks
+from boltzlab.estimators.annealing.increments import (
+    check_finite_log_weights,
+    operator_name,
+    reads_current_state,
+)
 from boltzlab.estimators.record import register_estimator
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.trajectory_path import (
+from boltzlab.estimators.trajectory.path import (
     Kernel,
     PathTensors,
     anneal,
@@ -274,7 +278,7 @@ def score_paths(
 
     ``choice`` is ``"auto"``, ``"trajectory"``, ``"base"`` or a cut point; the pilot's steps
     ``(start, end, sd)`` cover the path and give its thermodynamic length per segment
-    (:func:`~boltzlab.estimators.trajectory_path.plan_positions`).
+    (:func:`~boltzlab.estimators.trajectory.path.plan_positions`).
     """
     results = []
     transitions = 0

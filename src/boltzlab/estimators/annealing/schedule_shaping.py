@@ -4,7 +4,7 @@
 solution, docs/algorithms.md §5.4), :func:`smooth_g` smooths and floors a noisy ``ĝ`` first,
 and :func:`decelerated` caps every increment at δ (Kiwaki's Algorithm 3 as reconstructed,
 docs/open-questions.md item 4). The builders that measure ``g`` are in
-:mod:`boltzlab.estimators.adaptive_schedules`.
+:mod:`boltzlab.estimators.annealing.adaptive_schedules`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.schedules import (
+from boltzlab.estimators.annealing.schedules import (
     validate_schedule,
 )
 from boltzlab.validation import check_positive_int

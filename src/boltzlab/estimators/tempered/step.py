@@ -2,7 +2,7 @@
 
 Carlson, Stinson, Pakman & Paninski (2016), ICML, §2 (eqs. 4–9); docs/algorithms.md §4.3.
 :class:`TemperedStep` is the kernel that
-:func:`~boltzlab.estimators.tempered_samples.collect_tempered_samples` repeats: an operator
+:func:`~boltzlab.estimators.tempered.samples.collect_tempered_samples` repeats: an operator
 sweep of every chain at its own level, ``log f_k(x)`` of the new states at all ``K`` levels,
 a Gibbs draw of every chain's level from ``q(β | x)`` and a redraw of the summed-out layer at
 the new β. :class:`LongRunRecorder` accumulates the optional statistics of the long run (TI,
@@ -22,7 +22,7 @@ from torch import Tensor
 from boltzlab import distributed
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.tempered_levels import log_f_all, path_derivative_all
+from boltzlab.estimators.tempered.levels import log_f_all, path_derivative_all
 from boltzlab.models.base import MarginalTerms, TemperedModel, path_derivative
 from boltzlab.operators.base import Operator
 from boltzlab.tempering.base import redraw_summed_layers
@@ -194,7 +194,7 @@ class LongRunRecorder:
             self.density_levels[sweep // self.thinning] = levels
 
     def results(self) -> dict[str, Any]:
-        """The :class:`~boltzlab.estimators.tempered_samples.TemperedSamples` fields filled here (CPU)."""
+        """The :class:`~boltzlab.estimators.tempered.samples.TemperedSamples` fields filled here (CPU)."""
         densities = levels = chains = None
         if self.densities is not None and self.density_levels is not None:
             n_kept, n_chains, n_levels = self.densities.shape
