@@ -39,7 +39,7 @@ from boltzlab.chains import Chains
 from boltzlab.errors import BoltzlabError, ValidationError
 from boltzlab.estimators import collect_tempered_samples, methods, raise_log_likelihood
 from boltzlab.estimators.dbm_likelihood import estimate_log_likelihood, exact_log_likelihood
-from boltzlab.estimators.tempered.step import SamplerState
+from boltzlab.estimators.tempered.samples import SamplerState
 from boltzlab.evaluation import log_unnormalized
 from boltzlab.models.gaussian_rbm import GaussianRBM
 from boltzlab.models.mean_field import mean_field_posterior

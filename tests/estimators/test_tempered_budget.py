@@ -9,8 +9,8 @@ from boltzlab.cli.evaluate import row_from_estimate
 from boltzlab.cli.logz import describe_estimate
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import collect_tempered_samples
-from boltzlab.estimators.tempered import rounds as tempered_rounds
-from boltzlab.estimators.tempered.rounds import DEFAULT_MAX_SWEEPS, TemperedBudget
+from boltzlab.estimators.tempered import budget as tempered_rounds
+from boltzlab.estimators.tempered.budget import DEFAULT_MAX_SWEEPS, TemperedBudget
 from boltzlab.estimators.tempered.rts import rts_from_samples
 from harness import random_rbm, sharp_rbm, stand_in_bound
 from tolerances import MAX_Z

@@ -12,7 +12,7 @@ import boltzlab as bl
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import collect_tempered_samples
 from boltzlab.estimators.result import LogZEstimate
-from boltzlab.estimators.tempered.chains import (
+from boltzlab.estimators.tempered.budget import (
     DEFAULT_MAX_CHAINS,
     burn_in_sweeps,
     chains_for_target,

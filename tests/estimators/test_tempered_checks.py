@@ -19,7 +19,7 @@ from boltzlab.estimators.tempered.checks import (
 )
 from boltzlab.estimators.tempered.levels import stopping_statistic
 from boltzlab.estimators.tempered.rts import rts_from_samples
-from boltzlab.estimators.tempered.step import TripCounter
+from boltzlab.estimators.tempered.samples import TripCounter
 from boltzlab.estimators.verdict.checks import MAX_LEVEL_IMBALANCE, MIN_ROUND_TRIPS, PILOT_BOUND_NATS
 from harness import random_rbm
 

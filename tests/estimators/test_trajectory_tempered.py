@@ -18,9 +18,15 @@ from test_trajectory_ais import grown_path, models
 import boltzlab as bl
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.registry import estimate_log_z
-from boltzlab.estimators.tempered import rounds as tempered_rounds
-from boltzlab.estimators.trajectory.levels import PathLevels, collect_trajectory_samples, pilot_level_log_z
-from boltzlab.estimators.trajectory.tempered import TrajectoryTemperedInfo, trajectory_mbar, trajectory_rts
+from boltzlab.estimators.tempered import budget as tempered_rounds
+from boltzlab.estimators.trajectory.tempered import (
+    PathLevels,
+    TrajectoryTemperedInfo,
+    collect_trajectory_samples,
+    pilot_level_log_z,
+    trajectory_mbar,
+    trajectory_rts,
+)
 from boltzlab.models.base import log_f_marginal
 from harness import check_estimator_exact, random_rbm
 from tolerances import INVARIANCE_ATOL, MAX_Z

@@ -21,7 +21,7 @@ weights, and ``√ĝ`` is smoothed and floored so no step of the ladder is more 
 ``1/FLOOR`` times the smallest. The run itself, :func:`anneal_and_measure`, is the one every
 pilot uses: this one, the estimators' ladder (``boltzlab.estimators.tempered.ladders``, with
 AIS's accurate increments) and VAROPT's measurement of ``g``
-(``boltzlab.estimators.annealing.schedule_measurement``), which differ only in what they measure.
+(``boltzlab.estimators.annealing.adaptive_schedules``), which differ only in what they measure.
 
 On the bimodal 10×4 RBM of ``tests/test_sampler_verdict.py`` (95% / 5% mode masses), ``Λ(1)``
 is 3.9 by enumeration, so the default ladder has five or six levels; ST with exact weights and
