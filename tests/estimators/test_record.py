@@ -103,6 +103,20 @@ def test_a_tempered_variant_is_one_registration(variant: str) -> None:
     assert variant in methods_taking("sweeps")
 
 
+def test_every_flag_sets_an_option_its_method_takes() -> None:
+    """The CLI's flags and the library's options are one definition: no flag sets a name the
+    method would refuse, and the tempered families' options are typed dataclasses."""
+    for record in records():
+        for flag in record.flags - {"operator", "alpha", "examples"}:
+            assert record.keyword(flag) in record.option_names(), (record.name, flag)
+        if "alpha" in record.flags:
+            assert "operator" in record.option_names()
+    for record in [*records("tempered"), get_record("trajectory-rts"), get_record("trajectory-mbar")]:
+        assert dataclasses.is_dataclass(record.options), record.name
+    with pytest.raises(ValidationError, match="unknown rts option"):
+        bl.estimate_log_z(bl.RBM(n_visible=4, n_hidden=2, generator=0), "rts", n_chain=10)
+
+
 def test_cli_flag_lists_come_from_the_records() -> None:
     assert methods_taking("examples") == ["raise"]
     assert methods_taking("decelerate") == ["ais", "anchored-ais", "raise"]

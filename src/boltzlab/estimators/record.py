@@ -14,6 +14,8 @@ verdict can read the records without importing any family.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -92,6 +94,14 @@ class EstimatorRecord:
         It runs along the training trajectory and takes ``trajectory=`` (a required option).
     shards : bool
         Its chains (or examples) are split over the processes of a ``torchrun`` group.
+    options : type, optional
+        The frozen dataclass of the options it takes besides ``model`` and ``generator``, where
+        they are not spelled out in ``run``'s signature (the tempered families'
+        :class:`~boltzlab.estimators.tempered.budget.TemperedOptions`); its fields are the
+        option names, its ``from_given`` checks them once.
+    passes_on : str or callable, optional
+        The method (anchored AIS: ``"ais"``) or function (RAISE: ``raise_log_likelihood``)
+        whose options it also takes and hands on.
     checks : callable, optional
         The family's checks of a result (:data:`FamilyChecks`); the verdict runs them after
         the standard-error check and before the lower bound.
@@ -117,6 +127,8 @@ class EstimatorRecord:
     trajectory_route: str | None = None
     needs_trajectory: bool = False
     shards: bool = False
+    options: type | None = None
+    passes_on: str | Callable[..., Any] | None = None
     checks: FamilyChecks | None = None
     from_samples: Callable[[Any], LogZEstimate] | None = None
     matched: Callable[[int], dict[str, Any]] | None = None
@@ -135,6 +147,23 @@ class EstimatorRecord:
     def keyword(self, flag: str) -> str:
         """The option that ``--flag`` sets for this method."""
         return self.keywords.get(flag, FLAGS[flag])
+
+    def option_names(self) -> frozenset[str]:
+        """Every option name it takes: ``options``' fields, ``run``'s keyword parameters and
+        those of what it ``passes_on`` to."""
+        names = _keyword_names(self.run)
+        if self.options is not None:
+            names |= {field.name for field in dataclasses.fields(self.options)}
+        if isinstance(self.passes_on, str):
+            names |= get_record(self.passes_on).option_names()
+        elif self.passes_on is not None:
+            names |= _keyword_names(self.passes_on)
+        return frozenset(names - {"generator"})
+
+
+def _keyword_names(function: Callable[..., Any]) -> set[str]:
+    parameters = inspect.signature(function).parameters.items()
+    return {name for name, parameter in parameters if parameter.kind is inspect.Parameter.KEYWORD_ONLY}
 
 
 _RECORDS: Registry[EstimatorRecord] = Registry("method")

@@ -160,6 +160,7 @@ def anchor_log_weights(
     family="annealing",
     data_option="anchor_data",
     anchors_on_check_data=True,
+    passes_on="ais",
     checks=annealing_checks,
     matched=annealing_matched,
     flags=ANNEALING_FLAGS | {"target-stderr", "max-chains"},

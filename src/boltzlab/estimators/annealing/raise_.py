@@ -289,6 +289,7 @@ RAISE_OPTIONS = tuple(inspect.signature(raise_log_likelihood).parameters)[2:]
     "raise",
     family="annealing",
     data_option="data",
+    passes_on=raise_log_likelihood,
     shards=True,
     checks=annealing_checks,
     matched=annealing_matched,

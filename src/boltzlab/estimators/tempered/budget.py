@@ -59,9 +59,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Self
 
 import torch
 
@@ -93,9 +93,9 @@ __all__ = [
     "GROWTH_MARGIN",
     "TEMPERED_FLAGS",
     "UNIT_ERRORS",
-    "USER_SAMPLING_OPTIONS",
     "BudgetRound",
     "TemperedBudget",
+    "TemperedOptions",
     "Widen",
     "bound_failures",
     "budget_runs",
@@ -121,30 +121,82 @@ UNIT_ERRORS = ("chains", "batch-means")
 #: Batches of the long run for ``error="batch-means"`` when the caller gives none.
 DEFAULT_BATCHES = 10
 
-# Options a user may pass through a tempered estimator: collect_tempered_samples's and the
-# budget's own (max_sweeps, target_stderr, lower_bound, the pilot's); the record_* switches
-# are the estimator's business.
-USER_SAMPLING_OPTIONS = (
-    "n_chains",
-    "n_temperatures",
-    "ladder",
-    "n_sweeps",
-    "operator",
-    "prior",
-    "initial_log_z",
-    "n_initial_iterations",
-    "initial_sweeps",
-    "stop_tolerance",
-    "adapt_with",
-    "max_log_densities",
-    "max_sweeps",
-    "max_chains",
-    "target_stderr",
-    "lower_bound",
-    "blocks",
-    "pilot_chains",
-    "pilot_temperatures",
-)
+
+@dataclass(frozen=True)
+class TemperedOptions:
+    """What a caller may pass to a tempered estimator (RTS, TS, TI, TI-RB, MBAR), checked once.
+
+    ``None`` is "not given", and then the default applies: the sampler's for ``n_chains``
+    (100), ``n_sweeps`` (:data:`DEFAULT_N_SWEEPS`), ``operator`` (Gibbs), ``prior``
+    (uniform), ``initial_log_z`` (the pilot's), ``n_initial_iterations`` (10),
+    ``initial_sweeps`` (50), ``stop_tolerance`` (0.1), ``adapt_with`` ("rb"),
+    ``max_log_densities`` (1,000,000) and ``blocks``; the ladder's for ``ladder``
+    ("adaptive"), ``n_temperatures`` (:data:`DEFAULT_LEVELS`), ``pilot_chains`` (the
+    estimate's chains) and ``pilot_temperatures`` (1,000); the budget's for ``max_sweeps``
+    (``n_sweeps`` when only that is given, else grown to :data:`DEFAULT_MAX_SWEEPS`),
+    ``max_chains`` (:data:`DEFAULT_MAX_CHAINS`, or ``n_chains`` when only that is given),
+    ``target_stderr`` (:data:`~boltzlab.estimators.verdict.checks.DEFAULT_TARGET_STDERR`) and
+    ``lower_bound`` (none). A budget given is a budget kept: ``n_sweeps`` without
+    ``max_sweeps`` is one round, ``n_chains`` without ``max_chains`` is the chains run.
+    """
+
+    n_chains: int | None = None
+    n_temperatures: int | None = None
+    ladder: Any = None
+    n_sweeps: int | None = None
+    operator: Any = None
+    prior: Any = None
+    initial_log_z: Any = None
+    n_initial_iterations: int | None = None
+    initial_sweeps: int | None = None
+    stop_tolerance: float | None = None
+    adapt_with: str | None = None
+    max_log_densities: int | None = None
+    max_sweeps: int | None = None
+    max_chains: int | None = None
+    target_stderr: float | None = None
+    lower_bound: LowerBound | None = None
+    blocks: int | None = None
+    pilot_chains: int | None = None
+    pilot_temperatures: int | None = None
+
+    @classmethod
+    def from_given(cls, given: Mapping[str, Any], method: str, own: Sequence[str] = ()) -> Self:
+        """The options in ``given``; unknown names refused with the accepted ones, the budget's checked.
+
+        The sampler's own options are checked where the sampler reads them
+        (:func:`~boltzlab.estimators.tempered.samples.collect_tempered_samples`).
+        """
+        names = [field.name for field in dataclasses.fields(cls)]
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            accepted = ", ".join([*own, *names, "generator"])
+            raise ValidationError(
+                f"unknown {method} option(s) {', '.join(unknown)}; {method} takes {accepted}"
+            )
+        options = cls(**given)
+        # n_chains is checked under the caller's own name before the pilot and the cap use it.
+        checked = {
+            name: check_positive_int(getattr(options, name), name)
+            for name in ("n_chains", "max_chains", "max_sweeps")
+            if getattr(options, name) is not None
+        }
+        bound = options.lower_bound
+        if bound is not None and not isinstance(bound, LowerBound):
+            raise ValidationError(
+                f"lower_bound must be a LowerBound (certified_lower_bound's), got {type(bound).__name__}"
+            )
+        return dataclasses.replace(
+            options, target_stderr=check_target_stderr(options.target_stderr), **checked
+        )
+
+    def given(self) -> dict[str, Any]:
+        """The options given (not ``None``), by name: what the sampler and the budget read."""
+        return {
+            field.name: getattr(self, field.name)
+            for field in dataclasses.fields(self)
+            if getattr(self, field.name) is not None
+        }
 
 
 def _resolve_ladder(
@@ -230,7 +282,7 @@ def estimate_with_budget(
         What the chain-group check recomputes on each group (default ``recompute``).
     generator : torch.Generator or int, optional
     options : dict
-        What the user passed: :data:`USER_SAMPLING_OPTIONS` (``ladder`` may also be
+        What the user passed: the fields of :class:`TemperedOptions` (``ladder`` may also be
         ``"adaptive"``, the default, or ``"linear"``; ``max_sweeps`` caps the sweeps per chain,
         default :data:`DEFAULT_MAX_SWEEPS`, or ``n_sweeps`` when that was given; ``pilot_chains``
         and ``pilot_temperatures`` size the pilot; ``lower_bound``, a certified
@@ -249,24 +301,15 @@ def estimate_with_budget(
         ``recompute`` of the last round's samples, which carry ``budget`` (also
         ``info.budget``) and count the pilot and the earlier rounds in ``cost_sweeps``.
     """
-    unknown = sorted(set(options) - set(USER_SAMPLING_OPTIONS))
-    if unknown:
-        accepted = ", ".join([*own_options, *USER_SAMPLING_OPTIONS, "generator"])
-        raise ValidationError(f"unknown {method} option(s) {', '.join(unknown)}; {method} takes {accepted}")
-    options = {**settings, **options}
+    typed = TemperedOptions.from_given(options, method, own_options)
+    options = {**settings, **typed.given()}
     generator = resolve_generator(generator, model.device)
     fixed = not budget_runs(options)
-    # Checked under the caller's own name; n_chains given without max_chains is the chains run.
-    max_chains = max_chains_for(options, check_positive_int(options.get("n_chains", 100), "n_chains"))
-    max_sweeps = options.pop("max_sweeps", None)
-    if max_sweeps is not None:
-        max_sweeps = check_positive_int(max_sweeps, "max_sweeps")
-    target_stderr = check_target_stderr(options.pop("target_stderr", DEFAULT_TARGET_STDERR))
-    bound = options.pop("lower_bound", None)
-    if bound is not None and not isinstance(bound, LowerBound):
-        raise ValidationError(
-            f"lower_bound must be a LowerBound (certified_lower_bound's), got {type(bound).__name__}"
-        )
+    # n_chains given without max_chains is the chains run (a budget given is a budget kept).
+    max_chains = max_chains_for(options, options.get("n_chains", 100))
+    for name in ("max_sweeps", "target_stderr", "lower_bound"):  # the budget's, not the sampler's
+        options.pop(name, None)
+    target_stderr = DEFAULT_TARGET_STDERR if typed.target_stderr is None else typed.target_stderr
     ladder_kind, placed = _resolve_ladder(model, options, generator)
     samples = collect_tempered_samples(model, generator=generator, **options)
 
@@ -319,10 +362,10 @@ def estimate_with_budget(
         recompute=recompute,
         group_recompute=group_recompute,
         fixed=fixed,
-        max_sweeps=max_sweeps,
+        max_sweeps=typed.max_sweeps,
         max_chains=max_chains,
         target_stderr=target_stderr,
-        bound=bound,
+        bound=typed.lower_bound,
         ladder=ladder_kind,
         placed=placed,
         earlier=placed.cost_sweeps if placed is not None else 0,
@@ -401,6 +444,7 @@ register_tempered = functools.partial(
     family="tempered",
     grows=budget_runs,
     shards=True,
+    options=TemperedOptions,
     checks=tempered_verdict_checks,
     matched=tempered_budget,
     flags=TEMPERED_FLAGS,

@@ -68,10 +68,10 @@ import dataclasses
 import functools
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import torch
 from torch import Tensor
@@ -82,6 +82,7 @@ from boltzlab.errors import ValidationError
 from boltzlab.estimators.record import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.tempered.budget import (
+    DEFAULT_N_SWEEPS,
     TemperedBudget,
     joined_start,
     max_chains_for,
@@ -122,34 +123,97 @@ from boltzlab.tempering.level_moves import sample_categorical
 from boltzlab.validation import check_nonnegative_int, check_positive_int, require
 
 __all__ = [
-    "DEFAULT_OPTIONS",
     "PathLevels",
     "TrajectoryTemperedInfo",
+    "TrajectoryTemperedOptions",
     "collect_trajectory_samples",
     "pilot_level_log_z",
     "trajectory_mbar",
     "trajectory_rts",
 ]
 
-#: Every option of both estimators and its default (the docstrings say what each means).
-DEFAULT_OPTIONS: dict[str, Any] = {
-    "n_chains": 100,
-    "n_levels": 100,
-    "n_sweeps": None,
-    "max_sweeps": None,
-    "path": "auto",
-    "n_candidates": 12,
-    "pilot_chains": 64,
-    "pilot_step_std": 0.25,
-    "level_pilot_chains": 100,
-    "level_pilot_substeps": 10,
-    "initial_sweeps": 50,
-    "n_initial_iterations": 10,
-    "stop_tolerance": 0.1,
-    "prior": None,
-    "target_stderr": DEFAULT_TARGET_STDERR,
-    "max_chains": None,
-}
+
+@dataclass(frozen=True)
+class TrajectoryTemperedOptions:
+    """Every option of ``trajectory-rts`` and ``trajectory-mbar``, with its default, checked once.
+
+    Built by :meth:`from_given` from what the caller passed (unknown names refused, each value
+    checked under its own name); the estimators read nothing else. What each means is in the
+    estimators' docstrings; ``n_sweeps``, ``max_sweeps`` and ``max_chains`` are ``None`` when
+    not given, because a budget given is a budget kept (``fixed``, ``max_chains``).
+    """
+
+    n_chains: int = 100
+    n_levels: int = 100
+    n_sweeps: int | None = None
+    max_sweeps: int | None = None
+    path: str = "auto"
+    n_candidates: int = 12
+    pilot_chains: int = 64
+    pilot_step_std: float = 0.25
+    level_pilot_chains: int = 100
+    level_pilot_substeps: int = 10
+    initial_sweeps: int = 50
+    n_initial_iterations: int = 10
+    stop_tolerance: float = 0.1
+    prior: Any = None
+    target_stderr: float | None = DEFAULT_TARGET_STDERR
+    max_chains: int | None = None
+    #: Whether ``n_chains`` was given (without ``max_chains`` it is then the chains run).
+    chains_given: bool = False
+
+    @classmethod
+    def from_given(cls, given: Mapping[str, Any], method: str, own: Sequence[str] = ()) -> Self:
+        """The options of ``given``, every value checked; ValidationError naming the first bad one."""
+        names = [field.name for field in dataclasses.fields(cls) if field.name != "chains_given"]
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            accepted = ", ".join(["trajectory", "generator", *names, *own])
+            raise ValidationError(
+                f"unknown {method} option(s) {', '.join(unknown)}; {method} takes {accepted}"
+            )
+        o = cls(**given)
+        n_chains = check_positive_int(o.n_chains, "n_chains")
+        require(
+            n_chains >= 2, f"{method} needs n_chains >= 2 (its error bar comes from chains), got {n_chains}"
+        )
+        n_levels = check_positive_int(o.n_levels, "n_levels")
+        require(n_levels >= 2, f"n_levels must be at least 2 (the anchor and the model), got {n_levels}")
+        n_candidates, pilot_chains = check_pilot_options(
+            o.path, o.n_candidates, o.pilot_chains, o.pilot_step_std
+        )
+        level_pilot_chains = check_positive_int(o.level_pilot_chains, "level_pilot_chains")
+        level_pilot_substeps = check_positive_int(o.level_pilot_substeps, "level_pilot_substeps")
+        n_sweeps = None if o.n_sweeps is None else check_positive_int(o.n_sweeps, "n_sweeps")
+        max_sweeps = None if o.max_sweeps is None else check_positive_int(o.max_sweeps, "max_sweeps")
+        max_chains = max_chains_for(
+            {key: given[key] for key in ("n_chains", "max_chains") if key in given}, n_chains
+        )
+        # run_rounds drops it where the caller fixed the sweeps or the chains.
+        target_stderr = check_target_stderr(o.target_stderr)
+        _positive_number(o.stop_tolerance, "stop_tolerance")
+        return dataclasses.replace(
+            o,
+            n_chains=n_chains,
+            n_levels=n_levels,
+            n_sweeps=n_sweeps,
+            max_sweeps=max_sweeps,
+            n_candidates=n_candidates,
+            pilot_chains=pilot_chains,
+            pilot_step_std=float(o.pilot_step_std),
+            level_pilot_chains=level_pilot_chains,
+            level_pilot_substeps=level_pilot_substeps,
+            target_stderr=target_stderr,
+            max_chains=max_chains,
+            chains_given="n_chains" in given,
+        )
+
+    @property
+    def fixed(self) -> bool:
+        """``n_sweeps`` given without ``max_sweeps``: exactly one round."""
+        return self.n_sweeps is not None and self.max_sweeps is None
+
+
 #: MBAR's own: the cap on the ``N × K`` log-densities kept (the long run is thinned to fit).
 MBAR_MAX_LOG_DENSITIES = 1_000_000
 
@@ -218,32 +282,11 @@ def _estimate(
     given: dict[str, Any],
     max_log_densities: int | None,
 ) -> LogZEstimate:
-    unknown = sorted(set(given) - set(DEFAULT_OPTIONS))
-    if unknown:
-        own = ["max_log_densities"] if max_log_densities is not None else []
-        accepted = ", ".join(["trajectory", "generator", *DEFAULT_OPTIONS, *own])
-        raise ValidationError(f"unknown {method} option(s) {', '.join(unknown)}; {method} takes {accepted}")
     if not isinstance(model, RBM):
         raise ValidationError(f"{method} estimates log Z of an RBM, got a {type(model).__name__}")
-    o = {**DEFAULT_OPTIONS, **given}
-    n_chains = check_positive_int(o["n_chains"], "n_chains")
-    require(n_chains >= 2, f"{method} needs n_chains >= 2 (its error bar comes from chains), got {n_chains}")
-    n_levels = check_positive_int(o["n_levels"], "n_levels")
-    require(n_levels >= 2, f"n_levels must be at least 2 (the anchor and the model), got {n_levels}")
-    n_candidates, pilot_chains = check_pilot_options(
-        o["path"], o["n_candidates"], o["pilot_chains"], o["pilot_step_std"]
+    o = TrajectoryTemperedOptions.from_given(
+        given, method, own=["max_log_densities"] if max_log_densities is not None else []
     )
-    level_pilot_chains = check_positive_int(o["level_pilot_chains"], "level_pilot_chains")
-    level_pilot_substeps = check_positive_int(o["level_pilot_substeps"], "level_pilot_substeps")
-    fixed = o["n_sweeps"] is not None and o["max_sweeps"] is None
-    n_sweeps = 1000 if o["n_sweeps"] is None else check_positive_int(o["n_sweeps"], "n_sweeps")
-    max_sweeps = None if o["max_sweeps"] is None else check_positive_int(o["max_sweeps"], "max_sweeps")
-    max_chains = max_chains_for(
-        {key: given[key] for key in ("n_chains", "max_chains") if key in given}, n_chains
-    )
-    # run_rounds drops it where the caller fixed the sweeps or the chains.
-    target_stderr = check_target_stderr(o["target_stderr"])
-    _positive_number(o["stop_tolerance"], "stop_tolerance")
     generator = resolve_generator(generator, model.device)
     trajectory, _ = resolve_trajectory(trajectory, model)
     if trajectory.n_points == 1:  # the model is its own zero-weight anchor: log Z is known exactly
@@ -253,10 +296,10 @@ def _estimate(
         trajectory,
         model,
         Kernel(operators.resolve("gibbs"), 1, False),
-        o["path"],
-        n_chains=pilot_chains,
-        n_candidates=n_candidates,
-        step_std=float(o["pilot_step_std"]),
+        o.path,
+        n_chains=o.pilot_chains,
+        n_candidates=o.n_candidates,
+        step_std=o.pilot_step_std,
         generator=generator,
     )
     # The base path is the temperature path, whose transition this route exists to avoid: it
@@ -264,10 +307,10 @@ def _estimate(
     along = [item for item in scored if item[0].cut >= 0] or scored
     best, chosen, pilot_steps = max(along, key=lambda item: item[0].pilot_log_z)
     candidates = tuple(item[0] for item in scored)
-    positions, _, _ = plan_positions(pilot_steps, chosen.n_points, n_levels - 1)
+    positions, _, _ = plan_positions(pilot_steps, chosen.n_points, o.n_levels - 1)
     levels = PathLevels(chosen, positions)
     pilot_log_z, level_cost = pilot_level_log_z(
-        levels, n_chains=level_pilot_chains, substeps=level_pilot_substeps, generator=generator
+        levels, n_chains=o.level_pilot_chains, substeps=o.level_pilot_substeps, generator=generator
     )
     anchor = chosen.anchor_log_z
 
@@ -280,19 +323,19 @@ def _estimate(
         return estimate
 
     sampling = {
-        "n_chains": n_chains,
-        "prior": o["prior"],
+        "n_chains": o.n_chains,
+        "prior": o.prior,
         "generator": generator,
         "record_log_densities": max_log_densities is not None,
         "max_log_densities": max_log_densities or 1,
     }
     samples = collect_trajectory_samples(
         levels,
-        n_sweeps=n_sweeps,
+        n_sweeps=DEFAULT_N_SWEEPS if o.n_sweeps is None else o.n_sweeps,
         initial_log_z=pilot_log_z,
-        n_initial_iterations=o["n_initial_iterations"],
-        initial_sweeps=o["initial_sweeps"],
-        stop_tolerance=o["stop_tolerance"],
+        n_initial_iterations=o.n_initial_iterations,
+        initial_sweeps=o.initial_sweeps,
+        stop_tolerance=o.stop_tolerance,
         **sampling,
     )
 
@@ -326,10 +369,10 @@ def _estimate(
         widen=widen,
         recompute=shifted(recompute),
         group_recompute=shifted(group_recompute),
-        fixed=fixed,
-        max_sweeps=max_sweeps,
-        max_chains=max_chains,
-        target_stderr=target_stderr,
+        fixed=o.fixed,
+        max_sweeps=o.max_sweeps,
+        max_chains=o.max_chains,
+        target_stderr=o.target_stderr,
         bound=None,  # see the module docstring: the verdict applies it, the budget does not
         ladder="trajectory",
         placed=None,
@@ -368,7 +411,7 @@ _OPTIONS_DOC = """
         The snapshots saved while training ``model`` (as for ``trajectory-ais``).
     generator : torch.Generator or int, optional
     **options
-        Any of :data:`DEFAULT_OPTIONS`:
+        Any field of :class:`TrajectoryTemperedOptions`:
 
         - ``n_chains`` (100); given without ``max_chains``, the chains run;
         - ``max_chains`` (800): chains the budget may grow to;
@@ -396,6 +439,7 @@ _register_along_trajectory = functools.partial(
     register_estimator,
     family="trajectory",
     needs_trajectory=True,
+    options=TrajectoryTemperedOptions,
     checks=tempered_verdict_checks,
     flags=TRAJECTORY_TEMPERED_FLAGS,
     keywords={"temperatures": "n_levels"},
