@@ -64,6 +64,7 @@ def test_operators_are_exact_under_each_backend(backend, use_backend):
     check_operator_exact(bl.operators.get("flip"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", gemm.BACKENDS)
 def test_ais_is_exact_under_each_backend(backend, use_backend):
     use_backend(backend)

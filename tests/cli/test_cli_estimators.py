@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import harness
+from boltzlab import distributed
 from boltzlab.cli.main import cli
 from boltzlab.estimators.exact import exact_log_z
 
@@ -152,6 +153,16 @@ def test_logz_budget_flags_reach_the_chain_budget(fitted_model_file: tuple[Path,
     assert record["diagnostics"]["budget.target_stderr"] == 0.5
     assert_one_line_error(
         invoke("logz", path, "--method", "raise", "--target-stderr", "0.1"), "--target-stderr", "ais"
+    )
+
+
+def test_logz_under_torchrun_refuses_a_method_that_does_not_split(
+    fitted_model_file: tuple[Path, float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record's ``shards`` decides: anchored AIS would run whole on every process."""
+    monkeypatch.setattr(distributed, "topology", lambda: distributed.Topology(world_size=2, active=True))
+    assert_one_line_error(
+        invoke("logz", fitted_model_file[0], "--method", "anchored-ais"), "does not split", "torchrun"
     )
 
 

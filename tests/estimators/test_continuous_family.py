@@ -89,6 +89,7 @@ def test_ais_with_hmc_lands_on_the_exact_log_z(model):
     assert errors[1] < errors[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["rts", "mbar"])
 def test_rts_and_mbar_with_hmc_match_the_exact_log_z_of_every_level(model, method):
     # Neither has a discretisation error, so every level must match log Z(β_k) exactly.
@@ -109,6 +110,7 @@ def test_rts_and_mbar_with_hmc_match_the_exact_log_z_of_every_level(model, metho
     assert_levels_agree(result, exact)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["ti", "ti-rb"])
 def test_ti_with_hmc_matches_the_trapezoid_of_the_exact_derivative(model, method):
     require_method(method)

@@ -19,8 +19,16 @@ import boltzlab as bl
 from boltzlab.cli.logz import estimator_options, methods_taking
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.budget import matched_options
-from boltzlab.estimators.record import FAMILIES, FLAGS, get_record, records, unregister_estimator
+from boltzlab.estimators.record import (
+    FAMILIES,
+    FLAGS,
+    get_record,
+    records,
+    register_estimator,
+    unregister_estimator,
+)
 from boltzlab.estimators.tempered.budget import (
+    TemperedOptions,
     estimate_with_budget,
     long_run_batches,
     register_tempered,
@@ -29,6 +37,7 @@ from boltzlab.estimators.tempered.budget import (
 from boltzlab.estimators.tempered.checks import tempered_verdict_checks
 from boltzlab.estimators.tempered.rts import rts_from_samples
 from boltzlab.estimators.verdict.checks import Verdict
+from boltzlab.estimators.verdict.judge import judge
 
 
 def test_every_method_has_a_record_with_a_known_family_and_flags() -> None:
@@ -122,3 +131,71 @@ def test_cli_flag_lists_come_from_the_records() -> None:
     assert methods_taking("decelerate") == ["ais", "anchored-ais", "raise"]
     assert estimator_options("trajectory-ais", {"temperatures": 7}) == {"n_steps": 7}
     assert estimator_options("trajectory-rts", {"temperatures": 7}) == {"n_levels": 7}
+
+
+def _stub(name: str, seen: list[dict], **capabilities):
+    """An estimator that records the options the door hands it and returns the exact log Z."""
+
+    @register_estimator(name, **capabilities)
+    def run(model, *, generator=None, **options):
+        seen.append(dict(options))
+        return bl.LogZEstimate(log_z=bl.exact_log_z(model), stderr=0.01, method=name, cost_sweeps=1)
+
+    return run
+
+
+def test_the_door_reads_data_option_anchoring_growth_and_the_route_from_the_record() -> None:
+    model = bl.RBM(n_visible=5, n_hidden=3, generator=1)
+    rows = (torch.rand(20, 5, generator=torch.Generator().manual_seed(2)) < 0.5).float()
+    seen: list[dict] = []
+    try:
+        _stub(
+            "stub-anchored", seen, family="annealing", data_option="anchor_data", anchors_on_check_data=True
+        )
+        _stub("stub-grows", seen, family="tempered", grows=lambda options: options.get("n_sweeps") is None)
+        _stub("stub-route", seen, family="tempered", trajectory_route="stub-grows")
+        judged = bl.estimate_log_z(model, "stub-anchored", check_data=rows, lower_bound_sweeps=5, generator=0)
+        assert seen[-1]["anchor_data"] is rows and judged.lower_bound.started_from.startswith("data")
+        # Its budget grows (n_sweeps=None is "not given"): the witness runs first and is handed over.
+        bl.estimate_log_z(model, "stub-grows", n_sweeps=None, lower_bound_sweeps=5, generator=0)
+        assert seen[-1]["lower_bound"] is not None
+        bl.estimate_log_z(model, "stub-grows", n_sweeps=10, lower_bound_sweeps=5, generator=0)
+        assert "lower_bound" not in seen[-1]
+        # A passing temperature route is the answer; the trajectory is not needed.
+        routed = bl.estimate_log_z(
+            model, "stub-route", trajectory="unused", lower_bound_sweeps=5, generator=0
+        )
+        assert routed.method == "stub-route" and "trajectory" not in seen[-1]
+    finally:
+        for name in ("stub-anchored", "stub-grows", "stub-route"):
+            unregister_estimator(name)
+
+
+def test_an_estimate_no_record_knows_is_unchecked_never_reliable() -> None:
+    model = bl.RBM(n_visible=5, n_hidden=3, generator=1)
+    bare = bl.LogZEstimate(log_z=bl.exact_log_z(model), stderr=0.01, method="nobody", cost_sweeps=1)
+    judged = judge(model, bare, check_data=torch.zeros(3, 5), lower_bound_sweeps=5, generator=0)
+    assert judged.status == "unchecked" and "no estimator is registered as 'nobody'" in judged.unchecked
+
+
+def test_a_record_is_checked_and_filed_under_one_spelling() -> None:
+    with pytest.raises(ValueError, match="no data_option"):
+        register_estimator("bad", family="annealing", anchors_on_check_data=True)(lambda model: None)
+    with pytest.raises(ValueError, match="does not take"):
+        register_estimator("bad", family="annealing", keywords={"sweeps": "n"})(lambda model: None)
+    register_estimator("My_Method", family="exact")(lambda model: None)
+    try:
+        assert get_record("my-method").name == "my-method"
+    finally:
+        unregister_estimator("my-method")
+
+
+def test_tempered_options_none_is_not_given_and_a_none_target_is_no_target() -> None:
+    options = TemperedOptions.from_given({"n_chains": None, "target_stderr": None}, "rts")
+    assert options.n_chains is None and "n_chains" not in options.given()
+    assert options.target_stderr is None
+    assert TemperedOptions.from_given({}, "rts").target_stderr == 0.1
+    with pytest.raises(ValidationError, match="target_stderr"):
+        TemperedOptions.from_given({"target_stderr": float("inf")}, "rts")
+    with pytest.raises(ValidationError, match="unknown rts option"):
+        TemperedOptions.from_given({"n_chain": 3}, "rts")

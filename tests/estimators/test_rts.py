@@ -215,6 +215,7 @@ def test_agrees_with_enumeration_within_its_error_bar(method):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "options",
     [
@@ -240,6 +241,7 @@ def test_variants_agree_with_enumeration(options):
         assert result.info.occupancy[-1] > result.info.occupancy[0]
 
 
+@pytest.mark.slow
 def test_flip_the_state_is_exact_because_the_hidden_layer_is_redrawn_after_a_level_move():
     # flip-the-state reads the current hidden state; after a level move it must see one drawn
     # at the new β. Without the redraw this run is 0.02 nats (6–8 error bars) off at β = 1.

@@ -9,7 +9,7 @@ from boltzlab.cli.evaluate import row_from_estimate
 from boltzlab.cli.logz import describe_estimate
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import collect_tempered_samples
-from boltzlab.estimators.tempered import budget as tempered_rounds
+from boltzlab.estimators.tempered import budget as tempered_budget_module
 from boltzlab.estimators.tempered.budget import DEFAULT_MAX_SWEEPS, TemperedBudget
 from boltzlab.estimators.tempered.rts import rts_from_samples
 from harness import random_rbm, sharp_rbm, stand_in_bound
@@ -216,13 +216,13 @@ def test_defaults_aim_at_a_tenth_of_a_nat_with_up_to_800_chains():
 @pytest.mark.slow
 def test_estimate_log_z_hands_the_witness_to_a_growing_tempered_budget(monkeypatch):
     seen = []
-    original = tempered_rounds.bound_failures
+    original = tempered_budget_module.bound_failures
 
     def spy(estimate, bound):
         seen.append(bound)
         return original(estimate, bound)
 
-    monkeypatch.setattr(tempered_rounds, "bound_failures", spy)
+    monkeypatch.setattr(tempered_budget_module, "bound_failures", spy)
     model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
     options = {"n_chains": 40, "n_temperatures": 30, "n_sweeps": 100, "generator": 0}
     # Any spelling the registry accepts; the budget sees the witness the verdict reports.

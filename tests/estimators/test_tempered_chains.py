@@ -1,5 +1,5 @@
 """The tempered budget's precision step: how many chains, how long the fresh ones burn in, and
-the joined start of the wider round (estimators/tempered/chains.py)."""
+the joined start of the wider round (estimators/tempered/budget.py, "More chains")."""
 
 from __future__ import annotations
 

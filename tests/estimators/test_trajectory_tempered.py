@@ -18,7 +18,7 @@ from test_trajectory_ais import grown_path, models
 import boltzlab as bl
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.registry import estimate_log_z
-from boltzlab.estimators.tempered import budget as tempered_rounds
+from boltzlab.estimators.tempered import budget as tempered_budget_module
 from boltzlab.estimators.trajectory.tempered import (
     PathLevels,
     TrajectoryTemperedInfo,
@@ -139,7 +139,7 @@ def test_a_failing_check_grows_the_run_and_a_fixed_budget_is_kept(monkeypatch):
     model = models()[0]
     path = grown_path(model)
     # A check that always fails makes every round fail.
-    monkeypatch.setattr(tempered_rounds, "bound_failures", lambda estimate, bound: ("forced to fail",))
+    monkeypatch.setattr(tempered_budget_module, "bound_failures", lambda estimate, bound: ("forced to fail",))
     grown = trajectory_rts(model, trajectory=path, n_levels=12, max_sweeps=3600, generator=1)
     budget = grown.info.budget
     assert [(r.n_chains, r.long_run_sweeps) for r in budget.rounds] == [(100, 1000), (100, 2000)]

@@ -161,6 +161,7 @@ def test_right_answers_on_an_easy_model_are_not_flagged(method):
     assert estimate.lower_bound is not None and estimate.lower_bound.log_z <= exact + 1e-9
 
 
+@pytest.mark.slow
 def test_judge_leaves_exact_results_alone_and_can_skip_the_witness():
     model = sharp_rbm(5, 3, seed=7, scale=1.0)
     exact = bl.estimate_log_z(model, method="exact")

@@ -266,7 +266,7 @@ def test_operators_leave_the_exact_dbm_distribution_invariant(operator):
     check_operator_exact(bl.operators.get(operator), models=tiny_dbms())
 
 
-@pytest.mark.parametrize("method", ["ais", "rts"])
+@pytest.mark.parametrize("method", ["ais", pytest.param("rts", marks=pytest.mark.slow)])
 def test_estimators_agree_with_enumeration_within_their_error_bars(method):
     options = (
         {"n_chains": 100, "n_temperatures": 100}

@@ -65,6 +65,7 @@ def test_update_raises_the_occupied_level_and_reanchors():
     assert torch.allclose(shared, torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64))
 
 
+@pytest.mark.slow
 def test_weights_converge_to_exact_log_z_with_decaying_gamma():
     """Per-chain WL weights on a 3x3 RBM, 5 levels, γ_t = K/(K + t) (the 1/t gain of 1/t-WL).
 

@@ -368,6 +368,7 @@ def test_inconsistent_files_are_refused_with_the_file_named(tmp_path, tensors, h
 
 
 # ---------------------------------------------------------------------------- end to end
+@pytest.mark.slow
 def test_pcd_run_then_trajectory_ais_matches_exact_log_z(tmp_path):
     # A 6x3 RBM trained hard (PCD, learning rate 0.05, 400 updates) on three noisy prototypes;
     # the recorder writes the run's trajectory, and trajectory AIS through the run directory

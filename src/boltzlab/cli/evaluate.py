@@ -227,14 +227,9 @@ def _options(
     record = get_record(method)
     if record.family == "exact":
         return {}
+    options = matched_options(method, budget) if budget is not None else {}
     if record.needs_trajectory:
-        options: dict[str, Any] = {"trajectory": trajectory}
-        if budget is not None:
-            # Like AIS, a budget of S sweeps per chain is S increments along the path; the
-            # tempered methods' long run is S sweeps.
-            options["n_sweeps" if "sweeps" in record.flags else "n_steps"] = budget
-    else:
-        options = matched_options(method, budget) if budget is not None else {}
+        options["trajectory"] = trajectory
     if chains is not None:
         options["n_chains"] = chains
     if operator is not None and "operator" in record.flags:

@@ -22,6 +22,7 @@ The option handling here (:func:`estimator_options`, :func:`prepare_data`,
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Mapping
@@ -34,7 +35,7 @@ import torch
 from torch import Tensor, nn
 
 from boltzlab import data as datasets
-from boltzlab import estimators, operators
+from boltzlab import distributed, estimators, operators
 from boltzlab.cli.common import (
     choose_threads,
     command_options,
@@ -326,15 +327,17 @@ Example:
 )
 @click.option(
     "--target-stderr",
-    type=click.FloatRange(min=0.0, min_open=True),
+    type=click.FloatRange(min=0.0, min_open=True, max=math.inf, max_open=True),
     metavar="NATS",
-    help="The standard error the chain budget adds chains towards once the checks pass (AIS, anchored AIS, "
-    "the tempered methods; default 0.1). A fixed budget (--chains without --max-chains) ignores it.",
+    help=f"{', '.join(methods_taking('target-stderr'))}: the standard error (nats) the budget adds chains "
+    "towards once its checks pass (default 0.1). A budget fixed by --chains without --max-chains, or by "
+    "--sweeps alone, ignores it.",
 )
 @click.option(
     "--max-chains",
     type=click.IntRange(min=1),
-    help="The most chains the budget may grow to (AIS 1,600, tempered methods 800 by default).",
+    help=f"{', '.join(methods_taking('max-chains'))}: the most chains the budget may grow to (AIS 1,600, "
+    "the tempered methods 800 by default).",
 )
 @click.option("--operator", help=operator_help("Transition operator (default gibbs)"))
 @click.option("--alpha", type=float, help="Flip weight of --operator mixture (default 0.5).")
@@ -374,6 +377,13 @@ def logz(model_path: Path, method: str, seed: int, as_json: bool, **flags: Any) 
     choose_threads(model)
     record = get_record(method)
     method = record.name
+    if distributed.topology().active and record.family != "exact" and not record.shards:
+        # Every process would run the whole estimate and only rank 0's would be printed.
+        sharded = ", ".join(r.name for r in records() if r.shards)
+        raise ValidationError(
+            f"{method} does not split its chains over processes: run it without torchrun, or use one of "
+            f"{sharded} under torchrun"
+        )
     sampling = {flag: flags[flag.replace("-", "_")] for flag in FLAGS}
     options = estimator_options(method, sampling)
     if record.data_option == "data" and flags["data"] is None:

@@ -27,7 +27,7 @@ def matched_options(method: str, sweeps_per_chain: int) -> dict[str, Any]:
     What that means is the method's record's ``matched``: AIS and RAISE get that many
     temperatures (RTS paper, Fig. 3: "as many temperatures as RTS's total sweeps"), AIS with a
     fixed 100 chains (no chain budget); the tempered-sampling methods get
-    :func:`tempered_budget`; ``"exact"`` takes none. Anchored AIS gets AIS's temperatures; its
+    :func:`~boltzlab.estimators.tempered.budget.tempered_budget`; ``"exact"`` takes none. Anchored AIS gets AIS's temperatures; its
     anchor chains' fixed 200,000 chain-sweeps come on top (its ``cost_sweeps`` counts them, so
     a table shows the difference).
 

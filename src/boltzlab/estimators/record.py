@@ -6,7 +6,7 @@ count as data, is there a trajectory route), the verdict (which checks apply to 
 results, how to recompute the estimate on groups of chains), matched budgets
 (``boltzlab evaluate --budget``), and the CLI (which flags a method takes). Adding an
 estimator is one module whose function is decorated with :func:`register_estimator`, plus one
-harness test (CONTRIBUTING.md, "A new estimator").
+harness test (CONTRIBUTING.md, "A new log Z estimator").
 
 This module imports no estimator, so every estimator module can register itself here and the
 verdict can read the records without importing any family.
@@ -40,11 +40,13 @@ __all__ = [
 ]
 
 Family = Literal["exact", "annealing", "tempered", "trajectory"]
-#: The families, in the order the docs and ``boltzlab logz --help`` list them.
+#: The families, in the order the docs and the CLI's messages list them.
 FAMILIES: tuple[Family, ...] = ("exact", "annealing", "tempered", "trajectory")
 
 #: Command-line flags of ``boltzlab logz`` (without ``--``) and the option each sets. A record's
 #: ``flags`` says which of them its method takes; ``keywords`` renames one for that method.
+#: ``--operator`` and ``--alpha`` build one ``operator``; ``--examples`` is how many held-out rows
+#: the command line passes as RAISE's ``data``.
 FLAGS: Mapping[str, str] = MappingProxyType(
     {
         "chains": "n_chains",
@@ -56,7 +58,7 @@ FLAGS: Mapping[str, str] = MappingProxyType(
         "max-chains": "max_chains",
         "operator": "operator",
         "alpha": "operator",
-        "examples": "n_examples",
+        "examples": "data",
     }
 )
 
@@ -141,6 +143,11 @@ class EstimatorRecord:
         unknown = sorted(set(self.flags) - set(FLAGS))
         if unknown:
             raise ValueError(f"unknown flags {unknown} for {self.name!r}; known: {', '.join(FLAGS)}")
+        renamed = sorted(set(self.keywords) - set(self.flags))
+        if renamed:
+            raise ValueError(f"keywords rename flags {renamed} that {self.name!r} does not take")
+        if self.anchors_on_check_data and self.data_option is None:
+            raise ValueError(f"{self.name!r} anchors on check_data but names no data_option to put it in")
         object.__setattr__(self, "flags", frozenset(self.flags))
         object.__setattr__(self, "keywords", MappingProxyType(dict(self.keywords)))
 
@@ -170,7 +177,7 @@ _RECORDS: Registry[EstimatorRecord] = Registry("method")
 
 
 def register_estimator(
-    name: str, *, family: Family = "annealing", **capabilities: Any
+    name: str, *, family: Family, **capabilities: Any
 ) -> Callable[[EstimatorFunction], EstimatorFunction]:
     """Function decorator: file the estimator's :class:`EstimatorRecord` under ``name``.
 
@@ -185,7 +192,9 @@ def register_estimator(
     """
 
     def decorate(function: EstimatorFunction) -> EstimatorFunction:
-        _RECORDS.add(name, EstimatorRecord(name=name, run=function, family=family, **capabilities))
+        # Filed and stamped under one spelling: "My_TS" is "my-ts" everywhere.
+        canonical = name.lower().replace("_", "-")
+        _RECORDS.add(canonical, EstimatorRecord(name=canonical, run=function, family=family, **capabilities))
         return function
 
     return decorate

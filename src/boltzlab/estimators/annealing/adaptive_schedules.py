@@ -34,19 +34,12 @@ For an RBM, ``Δ(v, h) = linear(v) − base(v) + h·a(v)`` with ``h | v`` Bernou
 is computed Rao-Blackwellised from the visible states, for any model whose summed-out group
 follows the :class:`~boltzlab.models.base.MarginalTerms` protocol.
 
-Turning a measured speed ``g(β)`` into an annealing schedule, and capping its steps.
-
-:func:`schedule_from_g` takes equal steps of ``Λ(β) = ∫_0^β √g`` (VAROPT's closed-form
-solution, docs/algorithms.md §5.4), :func:`smooth_g` smooths and floors a noisy ``ĝ`` first,
-and :func:`decelerated` caps every increment at δ (Kiwaki's Algorithm 3 as reconstructed,
-docs/open-questions.md item 4). The builders that measure ``g`` are in
-:mod:`boltzlab.estimators.annealing.adaptive_schedules`.
-
-Measuring ``g(β)``, the variance that sets an adaptive schedule's speed.
-
-Two ways (docs/algorithms.md §5.3 and §5.4): a pilot AIS run on the linear schedule with
-importance weights (:func:`pilot_measurement`, VAROPT) and equilibrium chains at a few knots
-(:func:`measure_at_knots`, GMS13). ``statistic="marginal"`` measures the hidden-summed
+**In this module**: measuring ``g(β)`` two ways (docs/algorithms.md §5.3 and §5.4), a pilot
+AIS run on the linear schedule with importance weights (:func:`pilot_measurement`, VAROPT)
+and equilibrium chains at a few knots (:func:`measure_at_knots`, GMS13); turning it into a
+schedule, :func:`schedule_from_g` (equal steps of ``Λ(β) = ∫_0^β √g``, VAROPT's closed-form
+solution) after :func:`smooth_g` (smoothing and a floor for a noisy ``ĝ``); and
+:func:`decelerated`, which caps every increment at δ. ``statistic="marginal"`` measures the hidden-summed
 derivative, ``"joint"`` adds ``Var[Δ | v]`` (computed Rao-Blackwellised, :func:`conditional_variance`).
 """
 
@@ -81,8 +74,6 @@ from boltzlab.rng import resolve_generator
 from boltzlab.tempering.placement import PilotMeasure, anneal_and_measure, pilot_shard
 from boltzlab.validation import check_positive_int
 
-# schedule_from_g, smooth_g and decelerated live in schedule_shaping.py; they stay importable
-# here, where estimators/__init__.py, tempered_ladders.py, tests and experiments import them.
 __all__ = [
     "Measurement",
     "ScheduleInfo",

@@ -15,24 +15,26 @@ tempered estimator (RTS, TS, TI, TI-RB, MBAR) runs through :func:`estimate_with_
    per chain, agreement of independent chain groups, the pilot's bound; and two that only
    the budget applies: an estimate below a certified lower bound (``lower_bound``, which
    ``estimate_log_z`` passes from the verdict's witness) and a standard error above
-   ``target_stderr`` (0.1 nats by default; :mod:`~boltzlab.estimators.tempered.budget`).
+   ``target_stderr`` (0.1 nats by default; "More chains" below).
 4. **Growth.** While a check fails and the sweeps per chain spent so far plus the next round
    stay within ``max_sweeps``, another round runs with the long run doubled, continuing
    from where the chains are, with ``log Ẑ`` updated to the last round's RTS estimate of
    every level (a long run is a better initial iteration than a short one). Once the checks
-   pass, an error bar above the target adds chains instead, up to ``max_chains``
-   (:mod:`~boltzlab.estimators.tempered.budget`). The estimate uses the last round alone.
+   pass, an error bar above the target adds chains instead, up to ``max_chains``. The
+   estimate uses the last round alone.
 
 What was spent and why it stopped is :class:`TemperedBudget`, kept as the samples' ``budget``
 (and so as ``info.budget`` of every tempered estimate). A caller who fixes ``n_sweeps`` and not
 ``max_sweeps`` gets exactly one round, and one who fixes ``n_chains`` and not ``max_chains``
 gets that many chains: a budget given is a budget kept.
 
-More chains when a tempered estimate's error bar is too wide: the budget's precision step.
+**Rounds** (:func:`run_rounds`, with its records :class:`BudgetRound` and
+:class:`TemperedBudget`) are shared by the temperature route (:func:`estimate_with_budget`) and
+the trajectory route (``trajectory-rts``, ``trajectory-mbar``). They double the *length* of the
+run while a check fails.
 
-docs/algorithms.md §4.3 ("How long to run") and docs/trust.md ("Tempered estimators"). The
-rounds of :func:`~boltzlab.estimators.tempered.budget.run_rounds` double the *length* of the
-run while a check fails. Once the checks pass, a standard error above ``target_stderr``
+**More chains** when the error bar is too wide (the precision step; docs/trust.md, "Tempered
+estimators"): once the checks pass, a standard error above ``target_stderr``
 (:data:`~boltzlab.estimators.verdict.checks.DEFAULT_TARGET_STDERR`, AIS's 0.1 nats) adds *chains* instead: where chains rarely
 cross the ladder, a longer run of the same chains buys little precision, and independent
 chains buy it at ``1/√n`` (on a CD-1 RBM of binary alphadigits, MBAR's error bar went from
@@ -45,13 +47,6 @@ of sweeps (:func:`burn_in_sweeps`) that are not recorded, so that the round does
 their climb up the ladder. Every chain then runs the last round's length with the weights
 the last round estimated (RTS's ``log Ẑ``), and the estimate is that round alone, as after
 any round.
-
-The rounds of a tempered budget: run, check, then a longer or a wider round, until the checks pass.
-
-Steps 3 and 4 of :mod:`~boltzlab.estimators.tempered.budget` (docs/algorithms.md §4.3, "How
-long to run"), shared by the temperature route (``estimate_with_budget``) and the trajectory
-route (``trajectory-rts``, ``trajectory-mbar``): :func:`run_rounds` and the records it keeps,
-:class:`BudgetRound` and :class:`TemperedBudget`.
 """
 
 from __future__ import annotations
@@ -134,9 +129,10 @@ class TemperedOptions:
     ("adaptive"), ``n_temperatures`` (:data:`DEFAULT_LEVELS`), ``pilot_chains`` (the
     estimate's chains) and ``pilot_temperatures`` (1,000); the budget's for ``max_sweeps``
     (``n_sweeps`` when only that is given, else grown to :data:`DEFAULT_MAX_SWEEPS`),
-    ``max_chains`` (:data:`DEFAULT_MAX_CHAINS`, or ``n_chains`` when only that is given),
-    ``target_stderr`` (:data:`~boltzlab.estimators.verdict.checks.DEFAULT_TARGET_STDERR`) and
-    ``lower_bound`` (none). A budget given is a budget kept: ``n_sweeps`` without
+    ``max_chains`` (:data:`DEFAULT_MAX_CHAINS`, or ``n_chains`` when only that is given) and
+    ``lower_bound`` (none). ``target_stderr`` defaults to
+    :data:`~boltzlab.estimators.verdict.checks.DEFAULT_TARGET_STDERR`; ``None`` there means no
+    precision target (the budget grows for its checks alone). A budget given is a budget kept: ``n_sweeps`` without
     ``max_sweeps`` is one round, ``n_chains`` without ``max_chains`` is the chains run.
     """
 
@@ -154,7 +150,7 @@ class TemperedOptions:
     max_log_densities: int | None = None
     max_sweeps: int | None = None
     max_chains: int | None = None
-    target_stderr: float | None = None
+    target_stderr: float | None = DEFAULT_TARGET_STDERR
     lower_bound: LowerBound | None = None
     blocks: int | None = None
     pilot_chains: int | None = None
@@ -309,7 +305,6 @@ def estimate_with_budget(
     max_chains = max_chains_for(options, options.get("n_chains", 100))
     for name in ("max_sweeps", "target_stderr", "lower_bound"):  # the budget's, not the sampler's
         options.pop(name, None)
-    target_stderr = DEFAULT_TARGET_STDERR if typed.target_stderr is None else typed.target_stderr
     ladder_kind, placed = _resolve_ladder(model, options, generator)
     samples = collect_tempered_samples(model, generator=generator, **options)
 
@@ -334,7 +329,7 @@ def estimate_with_budget(
     def widen(
         samples: TemperedSamples, n_chains: int, n_sweeps: int, burn_in: int
     ) -> tuple[TemperedSamples, int]:
-        # The fresh chains' climb from the base is run, not recorded (tempered_chains).
+        # The fresh chains' climb from the base is run, not recorded ("More chains" in the module docstring).
         unrecorded = {
             "record_derivatives": False,
             "record_weighted_derivatives": False,
@@ -364,7 +359,7 @@ def estimate_with_budget(
         fixed=fixed,
         max_sweeps=typed.max_sweeps,
         max_chains=max_chains,
-        target_stderr=target_stderr,
+        target_stderr=typed.target_stderr,
         bound=typed.lower_bound,
         ladder=ladder_kind,
         placed=placed,
@@ -431,9 +426,12 @@ TEMPERED_FLAGS = frozenset(
 )
 
 
-def budget_runs(options: dict[str, Any]) -> bool:
-    """Whether these options let the budget grow: ``n_sweeps`` alone fixes one round."""
-    return "n_sweeps" not in options or options.get("max_sweeps") is not None
+def budget_runs(options: Mapping[str, Any]) -> bool:
+    """Whether these options let the budget grow: ``n_sweeps`` alone fixes one round.
+
+    ``None`` is "not given", as in :class:`TemperedOptions`: ``n_sweeps=None`` grows.
+    """
+    return options.get("n_sweeps") is None or options.get("max_sweeps") is not None
 
 
 #: ``@register_tempered(name, from_samples=...)``: the record of a tempered-sampling estimator
@@ -695,7 +693,7 @@ def run_rounds(
             )
         )
         # A failing check asks for a longer run; with every check passing, a wide error bar
-        # asks for more chains (tempered_chains), each round within max_sweeps per chain.
+        # asks for more chains ("More chains" above), each round within max_sweeps per chain.
         longer = bool(checks) and spent + 2 * samples.n_sweeps <= max_sweeps
         wider = (
             not checks

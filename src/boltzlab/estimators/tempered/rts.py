@@ -17,14 +17,14 @@ levels with a 0.1 pseudo-count per level (the paper's comparison).
 **Stages.** ``combine="last"`` (the default) uses the long run alone: the paper found it as good
 as the combination, and the early initial iterations start far from equilibrium (their states
 come from another ``Ẑ``), which biases their ``ĉ``; ``combine="all"`` maximises App. A's
-likelihood over every stage (:func:`~boltzlab.estimators.tempered.rts.combine_stages`).
+likelihood over every stage (:func:`combine_stages`; "Combining stages" below).
 
 **Error bars.** The chains are independent, so per-chain sums give the variance
 (``error="chains"``, default); ``error="batch-means"`` uses every (batch, chain) pair as a unit
 instead (for few chains; batches must be longer than the autocorrelation time). For the long run
 alone it is App. B's delta method, ``Var log Ẑ_k ≈ σ_1²/ĉ_1² + σ_k²/ĉ_k² − 2σ_1k/(ĉ_1 ĉ_k)``,
 computed from the units' shares in log space so that it cannot underflow to 0
-(:func:`~boltzlab.estimators.tempered.rts.log_ratio_variance`); for ``combine="all"`` the sandwich
+(:func:`log_ratio_variance`); for ``combine="all"`` the sandwich
 ``H⁻¹ V H⁻¹``. Should either still come out 0 or not finite, the spread of ten independent chain
 groups is used (:func:`~boltzlab.estimators.tempered.checks.group_standard_error`). TS adds, for
 each of the two levels eq. 9 reads that no chain visited, the spread between its 0.1
@@ -36,7 +36,7 @@ has no fixed sign).
 ``log Ẑ_k ← log Ẑ_k + α·(log r_1 − log r_k + log ĉ_k − log ĉ_1)`` for every k (docs/open-questions.md
 item 10).
 
-**Stages (App. A) [derived, docs/open-questions.md item 6].** Stage ``j`` has fixed ``Ẑ^{(j)}``,
+**Combining stages (App. A) [derived, docs/open-questions.md item 6].** Stage ``j`` has fixed ``Ẑ^{(j)}``,
 ``N_j`` samples and ``ĉ^{(j)}``; ``ζ = log Z`` maximises the concave Rao-Blackwellized
 multinomial log-likelihood
 
@@ -437,7 +437,7 @@ def rts(
         long-run sweeps in round 0), ``max_sweeps`` (sweeps per chain the budget may grow to
         while the run's checks fail: 16,000, or ``n_sweeps`` when that is given),
         ``lower_bound`` (a certified bound the estimate must not sit below; ``estimate_log_z``
-        passes its witness), ``target_stderr`` (nats; none by default),
+        passes its witness), ``target_stderr`` (nats; 0.1 by default),
         ``pilot_chains`` (100), ``pilot_temperatures`` (1000), ``operator`` ("gibbs"),
         ``prior`` (uniform; ``"exp2beta"``), ``initial_log_z`` (the pilot's), ``n_initial_iterations``
         (10), ``initial_sweeps`` (50), ``stop_tolerance`` (0.1), ``adapt_with`` ("rb"). See

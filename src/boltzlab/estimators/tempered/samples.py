@@ -43,23 +43,14 @@ counts of drawn levels; for the long run, on request, the binned and ``q``-weigh
 derivatives ``s_{β_k}(x)`` (TI, TI-RB) and ``log f_k(x)`` of thinned sweeps (MBAR). The chains
 are independent, so per-chain (or per-batch) sums give the error bars. Also kept: each chain's
 passages between the two ends of the ladder in the long run (round trips, docs/trust.md) and
-where the chains ended (:class:`~boltzlab.estimators.tempered.samples.SamplerState`), from which a
-longer run can continue (:mod:`boltzlab.estimators.tempered.budget`).
+where the chains ended (:class:`SamplerState`), from which a longer run can continue
+(:mod:`boltzlab.estimators.tempered.budget`).
 
-The level-space arithmetic (``q(β | x)``, eq. 9, the stopping statistic, priors) is in
-:mod:`boltzlab.estimators.tempered.levels`, the step kernel in
-:mod:`boltzlab.estimators.tempered.samples`; their public names are re-exported here.
-
-One step of RTS's tempered sampler, and what the long run keeps of each step.
-
-Carlson, Stinson, Pakman & Paninski (2016), ICML, §2 (eqs. 4–9); docs/algorithms.md §4.3.
-:class:`TemperedStep` is the kernel that
-:func:`~boltzlab.estimators.tempered.samples.collect_tempered_samples` repeats: an operator
-sweep of every chain at its own level, ``log f_k(x)`` of the new states at all ``K`` levels,
-a Gibbs draw of every chain's level from ``q(β | x)`` and a redraw of the summed-out layer at
-the new β. :class:`LongRunRecorder` accumulates the optional statistics of the long run (TI,
-TI-RB, MBAR) and :class:`TripCounter` the passages of each chain between the two ends of the
-ladder (the round-trip diagnostic, docs/trust.md).
+**The step** is :class:`TemperedStep`, the kernel :func:`collect_tempered_samples` repeats;
+:class:`LongRunRecorder` accumulates the optional statistics of the long run (TI, TI-RB, MBAR)
+and :class:`TripCounter` the passages of each chain between the two ends of the ladder. The
+level-space arithmetic (``q(β | x)``, eq. 9, the stopping statistic, priors) is in
+:mod:`boltzlab.estimators.tempered.levels`.
 """
 
 from __future__ import annotations

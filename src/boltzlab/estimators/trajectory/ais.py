@@ -345,11 +345,17 @@ def pilot_check(log_z: float, stderr: float, candidates: Sequence[PathCandidate]
     return None
 
 
+def _matched_steps(sweeps_per_chain: int) -> dict[str, int]:
+    # Like AIS's temperatures, S sweeps per chain are S increments along the path.
+    return {"n_steps": sweeps_per_chain}
+
+
 @register_estimator(
     "trajectory-ais",
     family="trajectory",
     needs_trajectory=True,
     checks=annealing_checks,
+    matched=_matched_steps,
     flags={"chains", "temperatures", "operator", "alpha"},
     keywords={"temperatures": "n_steps"},  # its increments K along the path
 )

@@ -1,7 +1,7 @@
 """RTS and MBAR along a training trajectory: ``trajectory-rts`` and ``trajectory-mbar``.
 
 The tempered estimators of :mod:`boltzlab.estimators.tempered.rts` and :mod:`boltzlab.estimators.tempered.mbar`
-on the levels of :mod:`boltzlab.estimators.trajectory.tempered` instead of a temperature ladder
+on levels placed along the trajectory ("The levels" below) instead of a temperature ladder
 (docs/algorithms.md §4.6, docs/trust.md). How the run is set up and sized:
 
 1. **Path.** The pilot of trajectory AIS
@@ -31,9 +31,7 @@ The pilot's floor is trajectory AIS's certified check: each pilot ``Ẑ`` is unb
 estimate more than ``log(m/10⁻³)`` plus four standard errors below the best of ``m`` pilots
 has lost mass (:func:`~boltzlab.estimators.trajectory.ais.pilot_check`).
 
-Tempered sampling along a training trajectory: levels at positions of a parameter path.
-
-The samplers of :mod:`boltzlab.estimators.tempered.samples` move chains between inverse
+**The levels.** The samplers of :mod:`boltzlab.estimators.tempered.samples` move chains between inverse
 temperatures ``β_k`` of one model. On a model trained to sharpness that path can cross a
 first-order-like transition: above it most of the mass sits in an ordered phase that chains
 climbing from the base enter too rarely, and no weights fix that (docs/trust.md, "Open":
@@ -139,8 +137,10 @@ class TrajectoryTemperedOptions:
 
     Built by :meth:`from_given` from what the caller passed (unknown names refused, each value
     checked under its own name); the estimators read nothing else. What each means is in the
-    estimators' docstrings; ``n_sweeps``, ``max_sweeps`` and ``max_chains`` are ``None`` when
-    not given, because a budget given is a budget kept (``fixed``, ``max_chains``).
+    estimators' docstrings. ``None`` is "not given" and keeps the default, except for
+    ``target_stderr``, where it means no precision target; ``n_sweeps``, ``max_sweeps`` and
+    ``max_chains`` are ``None`` when not given, because a budget given is a budget kept
+    (``fixed``, ``max_chains``).
     """
 
     n_chains: int = 100
@@ -159,19 +159,24 @@ class TrajectoryTemperedOptions:
     prior: Any = None
     target_stderr: float | None = DEFAULT_TARGET_STDERR
     max_chains: int | None = None
-    #: Whether ``n_chains`` was given (without ``max_chains`` it is then the chains run).
-    chains_given: bool = False
 
     @classmethod
     def from_given(cls, given: Mapping[str, Any], method: str, own: Sequence[str] = ()) -> Self:
         """The options of ``given``, every value checked; ValidationError naming the first bad one."""
-        names = [field.name for field in dataclasses.fields(cls) if field.name != "chains_given"]
+        names = [field.name for field in dataclasses.fields(cls)]
         unknown = sorted(set(given) - set(names))
         if unknown:
             accepted = ", ".join(["trajectory", "generator", *names, *own])
             raise ValidationError(
                 f"unknown {method} option(s) {', '.join(unknown)}; {method} takes {accepted}"
             )
+        # None is "not given" (as for the temperature route's TemperedOptions): the default holds.
+        defaults = {field.name: field.default for field in dataclasses.fields(cls)}
+        given = {
+            name: value
+            for name, value in given.items()
+            if value is not None or defaults[name] is None or name == "target_stderr"
+        }
         o = cls(**given)
         n_chains = check_positive_int(o.n_chains, "n_chains")
         require(
@@ -205,7 +210,6 @@ class TrajectoryTemperedOptions:
             level_pilot_substeps=level_pilot_substeps,
             target_stderr=target_stderr,
             max_chains=max_chains,
-            chains_given="n_chains" in given,
         )
 
     @property
@@ -356,7 +360,7 @@ def _estimate(
     def widen(
         samples: TemperedSamples, n_chains: int, n_sweeps: int, burn_in: int
     ) -> tuple[TemperedSamples, int]:
-        # Fresh chains from the anchor climb for burn_in sweeps, unrecorded (tempered_chains).
+        # Fresh chains from the anchor climb for burn_in sweeps, unrecorded (estimators/tempered/budget.py, "More chains").
         fresh = more(
             samples, burn_in, n_chains=n_chains - samples.n_chains, start=None, record_log_densities=False
         )
@@ -441,6 +445,7 @@ _register_along_trajectory = functools.partial(
     needs_trajectory=True,
     options=TrajectoryTemperedOptions,
     checks=tempered_verdict_checks,
+    matched=lambda sweeps_per_chain: {"n_sweeps": sweeps_per_chain},  # the long run's sweeps
     flags=TRAJECTORY_TEMPERED_FLAGS,
     keywords={"temperatures": "n_levels"},
 )

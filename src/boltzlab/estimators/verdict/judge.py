@@ -79,7 +79,13 @@ def judge(
         return estimate
     verdict = Verdict()
     verdict.check(check_stderr(estimate.stderr))
-    if record is not None and record.checks is not None:
+    if record is None:
+        # Which checks apply is the record's to say; without one none of them ran.
+        verdict.uncheck(
+            f"no estimator is registered as {estimate.method!r}, so its family's checks (effective sample "
+            "size, chain groups, level balance) were not run; register it (boltzlab.estimators.record)"
+        )
+    elif record.checks is not None:
         estimate = record.checks(estimate, verdict)
     if bound is None and lower_bound_sweeps > 0 and supports_lower_bound(model):
         bound = certified_lower_bound(
