@@ -234,6 +234,7 @@ def demo(**options: Any) -> None:
     sweeps, RTS) with their error bars and pairwise agreement, and the train and test log-likelihoods; writes the model,
     metrics, config and PNGs of samples and training curves.
     """
+    # Long because it is the demo's script: each step prints what a newcomer reads, in that order.
     if not alone_on_rank_zero():
         return  # under torchrun, rank 0 runs it whole, alone
     out: Path = options["out"]

@@ -373,6 +373,8 @@ Example:
 @command_options
 def logz(model_path: Path, method: str, seed: int, as_json: bool, **flags: Any) -> None:
     """Estimate log Z of a saved model: value ± standard error, bias direction, cost and ESS."""
+    # Long because it is the command's steps in the order of its output (options, data, trajectory,
+    # estimate, print); each is a call.
     model = load_model_file(model_path)
     choose_threads(model)
     record = get_record(method)

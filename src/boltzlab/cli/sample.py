@@ -313,6 +313,8 @@ def sample(model_path: Path, as_json: bool, **options: Any) -> None:
 
     Tempered samplers also write OUT-STEM-temperatures.png: where their chains went on the ladder.
     """
+    # Long because it is the command's steps in the order of its output (options, chains, sampler,
+    # figure, summary); each is a call.
     from boltzlab.plotting import chain_strip_figure, save_figure
     from boltzlab.plotting.tempering import tempered_sampler_figure
 

@@ -375,6 +375,8 @@ Example:
 @command_options
 def train(**options: Any) -> None:
     """Train an RBM or a DBM on a dataset; write config, metrics, checkpoints, model and plots to RUN_DIR."""
+    # Long because it is the command's steps in the order of a run (options, data, model, training,
+    # files, report); each is a call.
     ctx = click.get_current_context()
     check_model_options(options)
     check_data_parallel_algorithm(options["algorithm"])  # before anything is written

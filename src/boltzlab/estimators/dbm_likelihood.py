@@ -312,6 +312,8 @@ def estimate_log_likelihood(
     >>> bool(((result.log_probability - exact_log_likelihood(dbm, v)).abs() < 4 * result.stderr + 1e-9).all())
     True
     """
+    # Long because argument checks, the clamped annealing and the per-example sharding share one set
+    # of locals; each part is short.
     require(isinstance(dbm, DBM), f"dbm must be a boltzlab.DBM, got {type(dbm).__name__}")
     v = as_binary_tensor(data, "data", n_units=dbm.layer_sizes[0], dtype=dbm.dtype, device=dbm.device)
     log_z_value, log_z_stderr = _check_log_z(log_z)

@@ -663,6 +663,8 @@ def run_rounds(
         ``recompute`` of the last round, with the budget in ``info.budget`` and
         ``info.samples.budget`` and every round counted in ``cost_sweeps``.
     """
+    # Long because it is one loop of steps 3 and 4 whose branches are the reasons a budget stops;
+    # each branch is a few lines.
     spent = _sweeps_per_chain(samples)
     if max_sweeps is None:
         max_sweeps = spent if fixed else max(DEFAULT_MAX_SWEEPS, spent)

@@ -227,6 +227,8 @@ def _rts_estimate(
     samples: TemperedSamples, *, statistic: str, combine: str, error: str, fallback: bool
 ) -> LogZEstimate:
     """:func:`rts_from_samples`; ``fallback=False`` skips the chain-group error bar (used by it)."""
+    # Long because eq. 9, the stage combination and the error-bar fallbacks read the same per-unit
+    # sums; split, they would pass them all around.
     statistic = validated_choice(statistic, STATISTICS, "statistic")
     combine = validated_choice(combine, COMBINES, "combine")
     error = validated_choice(error, UNIT_ERRORS, "error")

@@ -346,6 +346,8 @@ def collect_tempered_samples(
     -------
     TemperedSamples
     """
+    # Long because the sampler loop keeps its per-step buffers in locals (a step allocates nothing);
+    # issue 27 leaves merging it with the trajectory's loop open.
     n_chains = check_positive_int(n_chains, "n_chains")
     n_sweeps = check_positive_int(n_sweeps, "n_sweeps")
     initial_sweeps = check_positive_int(initial_sweeps, "initial_sweeps")

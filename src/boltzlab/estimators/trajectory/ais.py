@@ -438,6 +438,8 @@ def trajectory_ais(
     >>> abs(result.log_z - bl.exact_log_z(model)) < 4 * result.stderr
     True
     """
+    # Long because it runs the module docstring's steps in order (path pilot, positions, anneal,
+    # checks); each is a call.
     n_chains = check_positive_int(n_chains, "n_chains")
     require(
         n_steps is None or n_steps_per_segment is None,

@@ -286,6 +286,8 @@ def _estimate(
     given: dict[str, Any],
     max_log_densities: int | None,
 ) -> LogZEstimate:
+    # Long because it runs the module docstring's steps in order (path, levels, rounds, floor)
+    # around closures that share the levels.
     if not isinstance(model, RBM):
         raise ValidationError(f"{method} estimates log Z of an RBM, got a {type(model).__name__}")
     o = TrajectoryTemperedOptions.from_given(
@@ -677,6 +679,8 @@ def collect_trajectory_samples(
     continues a previous run's ``final_state`` on the same levels (its chains' β holds the
     level positions divided by ``P − 1``).
     """
+    # Long because the sampler loop keeps its per-step buffers in locals, as
+    # collect_tempered_samples does.
     n_chains = check_positive_int(n_chains, "n_chains")
     n_sweeps = check_positive_int(n_sweeps, "n_sweeps")
     initial_sweeps = check_positive_int(initial_sweeps, "initial_sweeps")
