@@ -21,13 +21,7 @@ from boltzlab.models.base import TemperedModel
 from boltzlab.models.rbm import all_binary_states
 from boltzlab.validation import require
 
-__all__ = [
-    "as_float64_model",
-    "estimate_exact",
-    "exact_log_z",
-    "joint_log_probabilities",
-    "joint_states",
-]
+__all__ = ["as_float64_model", "exact_log_z", "joint_log_probabilities", "joint_states"]
 
 
 def as_float64_model(model: TemperedModel) -> TemperedModel:

@@ -77,22 +77,14 @@ from boltzlab.validation import check_positive_int
 __all__ = [
     "Measurement",
     "ScheduleInfo",
-    "Statistic",
     "adaptive_schedules",
-    "check_delta",
-    "check_smoothing",
-    "check_statistic",
-    "conditional_variance",
     "decelerated",
     "gms13",
-    "measure_at_knots",
-    "pilot_measurement",
     "register_adaptive_schedule",
     "resolve_schedule",
     "schedule_from_g",
     "smooth_g",
     "varopt",
-    "weighted_variance",
 ]
 
 # Points of the grid on which GMS13's knot interpolant is inverted.

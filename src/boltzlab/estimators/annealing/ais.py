@@ -67,7 +67,7 @@ from boltzlab.numerics import ess, log_mean_exp, log_mean_exp_stderr
 from boltzlab.operators.base import Operator
 from boltzlab.rng import resolve_generator
 
-__all__ = ["AISInfo", "AnnealingStart", "ais", "start_annealing"]
+__all__ = ["AISInfo", "AnnealingStart", "ais"]
 
 # Work-space budget (float64 elements) for the blocks of weight snapshots behind the ESS trace.
 _SNAPSHOT_ELEMENTS = 1 << 20

@@ -54,7 +54,7 @@ from boltzlab.models.rbm import RBM
 from boltzlab.numerics import ess, log_mean_exp, log_mean_exp_stderr
 from boltzlab.rng import resolve_generator
 
-__all__ = ["ANCHOR_WINDOW_NATS", "MAX_ANCHOR_STATES", "AnchoredInfo", "anchor_log_weights", "anchored_ais"]
+__all__ = ["AnchoredInfo", "anchor_log_weights", "anchored_ais"]
 
 #: States whose ``log f`` lies more than this many nats below the largest one are left out of
 #: ``S``: together they hold less than ``n_states·e^{−50}`` of ``Z_S``, far below any error bar,

@@ -61,15 +61,12 @@ __all__ = [
     "DEFAULT_CHAINS",
     "DEFAULT_MAX_CHAINS",
     "ChainBudget",
-    "ChainPlan",
-    "ais_matched",
     "annealing_checks",
     "annealing_matched",
     "budget_failures",
     "budget_runs",
     "next_round",
     "plan_chains",
-    "run_budget",
     "without_budget",
 ]
 

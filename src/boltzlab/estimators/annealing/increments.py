@@ -23,14 +23,7 @@ from boltzlab.models.base import MarginalTerms, TemperedModel
 from boltzlab.operators.base import Operator
 from boltzlab.rng import sample_bernoulli
 
-__all__ = [
-    "add_log_f_increment_",
-    "check_finite_log_weights",
-    "operator_name",
-    "reads_current_state",
-    "redraw_summed_group",
-    "warn_if_uniform_base",
-]
+__all__ = ["add_log_f_increment_", "operator_name"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 # Units per product of softplus ratios in [1/2, 2]: 2^±1000 is inside float64's range.

@@ -68,7 +68,7 @@ from boltzlab.numerics import log_ess, log_mean_exp
 from boltzlab.operators.base import Operator
 from boltzlab.validation import as_model_data, check_positive_int
 
-__all__ = ["RAISE_OPTIONS", "RAISEResult", "raise_log_likelihood", "raise_log_z"]
+__all__ = ["RAISEResult", "raise_log_likelihood", "raise_log_z"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,8 +33,6 @@ from boltzlab.validation import check_positive_int
 
 __all__ = [
     "DEFAULT_N_TEMPERATURES",
-    "SM08_KNOTS",
-    "SM08_STEPS",
     "available_schedules",
     "get_schedule",
     "linear",

@@ -81,17 +81,11 @@ from boltzlab.rng import resolve_generator
 from boltzlab.validation import check_positive_int
 
 __all__ = [
-    "DEFAULT_BATCHES",
     "DEFAULT_MAX_CHAINS",
     "DEFAULT_MAX_SWEEPS",
-    "DEFAULT_N_SWEEPS",
-    "GROWTH_MARGIN",
-    "TEMPERED_FLAGS",
-    "UNIT_ERRORS",
     "BudgetRound",
     "TemperedBudget",
     "TemperedOptions",
-    "Widen",
     "bound_failures",
     "budget_runs",
     "burn_in_sweeps",
@@ -100,11 +94,8 @@ __all__ = [
     "joined_start",
     "long_run_batches",
     "max_chains_for",
-    "next_log_z_hat",
     "precision_stderr",
     "register_tempered",
-    "run_rounds",
-    "stderr_failures",
     "tempered_budget",
 ]
 

@@ -45,17 +45,14 @@ from boltzlab.estimators.verdict.checks import (
 )
 
 __all__ = [
-    "Recompute",
     "TemperedDiagnosis",
     "check_level_balance",
     "check_neighbour_overlap",
     "check_pilot_bound",
     "check_tempered_groups",
     "check_tempered_round_trips",
-    "diagnose",
     "group_standard_error",
     "level_imbalance",
-    "mean_round_trips",
     "pilot_log_z",
     "tempered_failures",
     "tempered_verdict_checks",

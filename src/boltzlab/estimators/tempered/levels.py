@@ -23,8 +23,6 @@ from boltzlab.models.base import MarginalTerms, log_f_marginal_all
 from boltzlab.tempering.base import select_terms
 
 __all__ = [
-    "ADAPT_STATISTICS",
-    "PSEUDO_COUNT",
     "check_initial_log_z",
     "level_log_probabilities",
     "log_f_all",
@@ -33,7 +31,6 @@ __all__ = [
     "resolve_log_prior",
     "rts_log_z",
     "stopping_statistic",
-    "validated_choice",
 ]
 
 #: Statistics the initial iterations may adapt ``Ẑ`` with: Rao-Blackwellized ``q`` or counts.

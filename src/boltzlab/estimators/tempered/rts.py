@@ -81,8 +81,6 @@ __all__ = [
     "RTSInfo",
     "StageLikelihood",
     "combine_stages",
-    "log_ratio_variance",
-    "relative_variance",
     "rts",
     "rts_from_samples",
     "rts_log_z",

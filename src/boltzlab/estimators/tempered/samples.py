@@ -69,7 +69,6 @@ from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.tempered.levels import (
     ADAPT_STATISTICS,
-    PSEUDO_COUNT,
     check_initial_log_z,
     level_log_probabilities,
     log_f_all,
@@ -90,23 +89,16 @@ from boltzlab.tempering.level_moves import sample_categorical
 from boltzlab.validation import check_chains_match, check_nonnegative_int, check_positive_int
 
 __all__ = [
-    "PSEUDO_COUNT",
-    "LongRunRecorder",
     "SamplerState",
     "TemperedSamples",
-    "TemperedStep",
     "TripCounter",
-    "accumulate_",
     "check_initial_log_z",
     "collect_tempered_samples",
-    "gather_chain_statistic",
     "level_log_probabilities",
     "path_derivative_all",
     "resolve_log_prior",
     "rts_log_z",
-    "starting_states",
     "stopping_statistic",
-    "validated_choice",
 ]
 
 

@@ -74,16 +74,7 @@ from boltzlab.numerics import ess, log_mean_exp, log_mean_exp_stderr
 from boltzlab.rng import resolve_generator
 from boltzlab.validation import check_positive_int, require
 
-__all__ = [
-    "PathCandidate",
-    "TrajectoryAISInfo",
-    "candidate_cuts",
-    "check_pilot_options",
-    "pilot_check",
-    "resolve_trajectory",
-    "score_paths",
-    "trajectory_ais",
-]
+__all__ = ["PathCandidate", "TrajectoryAISInfo", "candidate_cuts", "pilot_check", "trajectory_ais"]
 
 PATH_CHOICES = ("auto", "trajectory", "base")
 #: Increments of the main run by default: with 256 chains about the sweeps of default AIS.

@@ -38,16 +38,7 @@ from boltzlab.models.trajectory import ANCHOR_UPDATE, Trajectory
 from boltzlab.numerics import log_ess, softplus
 from boltzlab.operators.base import Operator
 
-__all__ = [
-    "Kernel",
-    "PathTensors",
-    "anneal",
-    "base_path",
-    "cut_path",
-    "plan_positions",
-    "uniform_positions",
-    "walk_segment",
-]
+__all__ = ["anneal", "base_path", "cut_path", "plan_positions"]
 
 # The pilot never splits a step below this fraction of a segment.
 MIN_PILOT_STEP = 1.0 / 4096

@@ -54,7 +54,6 @@ __all__ = [
     "check_group_agreement",
     "check_lower_bound",
     "check_stderr",
-    "check_target_stderr",
     "group_log_means",
     "group_spread_stderr",
 ]

@@ -36,15 +36,7 @@ from boltzlab.operators import resolve
 from boltzlab.rng import resolve_generator
 from boltzlab.validation import as_model_data, check_positive_int
 
-__all__ = [
-    "LowerBound",
-    "VisitedStates",
-    "certified_lower_bound",
-    "log_f_layer",
-    "pack_rows",
-    "supports_lower_bound",
-    "visited_states",
-]
+__all__ = ["LowerBound", "certified_lower_bound", "log_f_layer", "supports_lower_bound", "visited_states"]
 
 # Bits per packed word: 62 keeps every code a non-negative int64 (sign bit and one spare).
 _BITS_PER_WORD = 62
