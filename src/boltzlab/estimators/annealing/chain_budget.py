@@ -159,6 +159,38 @@ def without_budget(options: Mapping[str, Any]) -> dict[str, Any]:
     return dict(options) if _BUDGET_OPTIONS & options.keys() else {**options, "n_chains": DEFAULT_CHAINS}
 
 
+@dataclass(frozen=True)
+class WeightChecks:
+    """The checks of one set of importance weights, shared by the chain budget and the verdict.
+
+    Attributes
+    ----------
+    failures : tuple of str
+        The effective sample size's and the chain groups' failures, in that order.
+    spread : float
+        The spread of the ``n_groups`` chain groups' estimates as a standard error (nats);
+        NaN where there are too few chains for groups.
+    n_groups : int
+        0 where there are fewer than ``8·N_GROUPS`` weights.
+    """
+
+    failures: tuple[str, ...]
+    spread: float
+    n_groups: int
+
+
+def check_weights(log_weights: Tensor, *, what: str) -> WeightChecks:
+    """ESS and chain-group agreement of one-per-chain ``log_weights`` (shape ``(n_chains,)``)."""
+    failures = [message for message in (check_ess(log_weights, what=what),) if message]
+    if log_weights.numel() < 8 * N_GROUPS:
+        return WeightChecks(tuple(failures), math.nan, 0)
+    values, stderrs = group_log_means(log_weights, N_GROUPS)
+    message = check_group_agreement(values, stderrs, what="chain groups")
+    if message:
+        failures.append(message)
+    return WeightChecks(tuple(failures), group_spread_stderr(values), values.numel())
+
+
 def budget_failures(
     log_weights: Tensor, target_stderr: float, bound: LowerBound | None = None
 ) -> tuple[list[str], float]:
@@ -170,14 +202,11 @@ def budget_failures(
     the run whose chains all missed the heavy tail: its error bar looks fine, its estimate
     sits below the bound (a CD-1 RBM of binary alphadigits: −0.39 ± 0.07 at 100 chains).
     """
-    failures = [message for message in (check_ess(log_weights, what="ais weights"),) if message]
+    checks = check_weights(log_weights, what="ais weights")
+    failures = list(checks.failures)
     stderr = log_mean_exp_stderr(log_weights)
-    if log_weights.numel() >= 8 * N_GROUPS:
-        values, stderrs = group_log_means(log_weights, N_GROUPS)
-        message = check_group_agreement(values, stderrs, what="chain groups")
-        if message:
-            failures.append(message)
-        stderr = max(stderr, group_spread_stderr(values))
+    if checks.n_groups:
+        stderr = max(stderr, checks.spread)
     if not stderr <= target_stderr:
         failures.append(f"standard error {stderr:.3g} above the target {target_stderr:g} nats")
     if bound is not None:
@@ -268,18 +297,16 @@ def annealing_checks(estimate: LogZEstimate, verdict: Verdict) -> LogZEstimate:
     """
     log_weights = getattr(estimate.info, "log_weights", None)  # None: an estimate built by hand
     if isinstance(log_weights, Tensor) and log_weights.dim() == 1 and log_weights.numel() >= 2:
-        verdict.check(check_ess(log_weights, what=f"{estimate.method} weights"))
-        if log_weights.numel() >= 8 * N_GROUPS:
-            values, stderrs = group_log_means(log_weights, N_GROUPS)
-            verdict.check(check_group_agreement(values, stderrs, what="chain groups"))
-            spread = group_spread_stderr(values)
-            if spread > estimate.stderr:
-                verdict.note(
-                    f"standard error {spread:.3g} is the spread of the {values.numel()} chain groups' "
-                    f"estimates, larger than the delta-method {estimate.stderr:.3g} (the larger of the "
-                    "two is reported)"
-                )
-                estimate = dataclasses.replace(estimate, stderr=spread)
+        checks = check_weights(log_weights, what=f"{estimate.method} weights")
+        for message in checks.failures:
+            verdict.check(message)
+        if checks.n_groups and checks.spread > estimate.stderr:
+            verdict.note(
+                f"standard error {checks.spread:.3g} is the spread of the {checks.n_groups} chain groups' "
+                f"estimates, larger than the delta-method {estimate.stderr:.3g} (the larger of the "
+                "two is reported)"
+            )
+            estimate = dataclasses.replace(estimate, stderr=checks.spread)
     chain_budget = getattr(estimate.info, "budget", None)
     if isinstance(chain_budget, ChainBudget) and chain_budget.stopped == "max_chains reached":
         verdict.note(
