@@ -22,25 +22,14 @@ from boltzlab.errors import ValidationError
 from boltzlab.io import load_model
 
 __all__ = [
-    "DEBUG_KEY",
     "MAX_EXACT_UNITS",
     "THREADS_KEY",
-    "alone_on_rank_zero",
-    "choose_threads",
     "command_options",
-    "data_file_options",
-    "describe_model",
     "format_seconds",
     "format_table",
-    "image_shape_of",
-    "load_data",
     "load_model_file",
-    "operator_help",
     "operator_params",
-    "parse_image_shape",
-    "refuse_data_file_options_without_data",
     "report_written",
-    "verdict_word",
 ]
 
 # Where the --debug flag and --threads are remembered; ctx.meta is shared by a command and its group.

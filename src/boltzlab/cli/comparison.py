@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["disagreement_lines", "sandwich_line"]
+__all__ = []
 
 
 def disagreement_lines(rows: Sequence[Any], *, max_z: float = 4.0) -> list[str]:

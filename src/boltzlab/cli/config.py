@@ -26,7 +26,7 @@ import click
 from boltzlab.errors import ValidationError
 from boltzlab.io import write_atomic
 
-__all__ = ["ConfigError", "config_option", "read_config", "recorded_options", "to_toml", "write_config"]
+__all__ = ["ConfigError", "recorded_options", "to_toml"]
 
 # Options that describe how to run the command, not what to compute; a config file may not
 # set them (a file naming another file, or turning on tracebacks, would only confuse).

@@ -72,21 +72,7 @@ from boltzlab.models.dbm import DBM
 from boltzlab.models.rbm import RBM
 from boltzlab.models.trajectory import find_trajectory_file
 
-__all__ = [
-    "EvaluationRow",
-    "dbm_tables",
-    "default_methods",
-    "disagreement_lines",
-    "evaluate",
-    "evaluate_methods",
-    "format_rows",
-    "mean_log_f",
-    "most_precise",
-    "parse_methods",
-    "row_from_estimate",
-    "sandwich_line",
-    "verdict_column",
-]
+__all__ = ["EvaluationRow", "evaluate", "row_from_estimate", "verdict_column"]
 
 
 @dataclass(frozen=True)

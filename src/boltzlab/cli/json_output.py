@@ -23,7 +23,7 @@ import click
 from boltzlab import distributed
 from boltzlab.estimators.result import LogZEstimate
 
-__all__ = ["echo_json", "estimate_diagnostics", "estimate_record", "json_ready"]
+__all__ = []
 
 
 def json_ready(value: Any) -> Any:

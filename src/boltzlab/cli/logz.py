@@ -55,19 +55,7 @@ from boltzlab.estimators.result import LogZEstimate
 from boltzlab.models.rbm import RBM
 from boltzlab.models.trajectory import TRAJECTORY_FILE, find_trajectory_file
 
-__all__ = [
-    "PreparedData",
-    "bias_words",
-    "describe_estimate",
-    "estimator_options",
-    "logz",
-    "methods_taking",
-    "prepare_data",
-    "run_quietly",
-    "trajectory_for",
-    "trajectory_methods",
-    "verdict_lines",
-]
+__all__ = ["PreparedData", "describe_estimate", "estimator_options", "logz", "methods_taking", "run_quietly"]
 
 DEFAULT_RAISE_EXAMPLES = 100
 _AIS_UNIFORM_BASE_WARNING = "AIS is starting from a uniform base"

@@ -21,14 +21,7 @@ import click
 from boltzlab.cli.common import alone_on_rank_zero
 from boltzlab.errors import BoltzlabError
 
-__all__ = [
-    "ENTRY_POINT_GROUP",
-    "INSTALL_HINT",
-    "NotInstalledError",
-    "ReproduceGroup",
-    "discover",
-    "reproduce",
-]
+__all__ = ["INSTALL_HINT", "NotInstalledError", "ReproduceGroup", "discover", "reproduce"]
 
 ENTRY_POINT_GROUP = "boltzlab.reproduce"
 INSTALL_HINT = (

@@ -28,14 +28,7 @@ from boltzlab.io import write_atomic
 from boltzlab.training.callbacks import CSVLogger
 from boltzlab.training.state import TrainRecord
 
-__all__ = [
-    "EVALUATION_FILE",
-    "METRICS_FILE",
-    "evaluation_payload",
-    "read_evaluation",
-    "read_metrics",
-    "write_evaluation",
-]
+__all__ = ["read_metrics"]
 
 METRICS_FILE = "metrics.csv"
 EVALUATION_FILE = "evaluation.json"

@@ -18,15 +18,7 @@ from boltzlab.data.dataset import Dataset
 from boltzlab.errors import BoltzlabError
 from boltzlab.training.state import TrainResult
 
-__all__ = [
-    "N_SHOWN_SAMPLES",
-    "TENSORBOARD_DIR",
-    "TENSORBOARD_HELP",
-    "finish_report",
-    "tensorboard_callbacks",
-    "tensorboard_dir",
-    "write_plots",
-]
+__all__ = []
 
 #: Chains (and training examples beside them) drawn in ``plots/samples.png``.
 N_SHOWN_SAMPLES = 64

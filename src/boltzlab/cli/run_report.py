@@ -59,7 +59,7 @@ from boltzlab.sampling import sample
 from boltzlab.tempering.adaptation import ADAPT_SWEEPS, ADAPTIVE_SAMPLERS
 from boltzlab.training.state import TrainRecord
 
-__all__ = ["REGENERATE_BUDGET", "REPORT_FILE", "SECTION_KEYS", "build_report", "write_report"]
+__all__ = ["SECTION_KEYS"]
 
 REPORT_FILE = "report.html"
 # The six sections every report has, in order (their HTML ids).

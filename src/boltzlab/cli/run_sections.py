@@ -20,7 +20,7 @@ from boltzlab.cli.run_files import EVALUATION_FILE
 from boltzlab.plotting.report_page import BulletList, Paragraph, Section, Table
 from boltzlab.training.state import TrainRecord
 
-__all__ = ["log_z_section", "timings_section"]
+__all__ = []
 
 _HEADER = ("method", "log Z", "± s.e.", "bias", "chain-sweeps", "train LL", "test LL", "time", "verdict")
 

@@ -59,7 +59,7 @@ from boltzlab.tempering.parallel import ParallelTemperingSummary
 from boltzlab.tempering.ptt_state import TrajectoryTemperingSummary
 from boltzlab.tempering.transitions import TemperedTransitionsSummary
 
-__all__ = ["sample", "sample_record", "summary_diagnostics"]
+__all__ = ["sample"]
 
 # About this many progress-bar steps per run.
 _N_CHUNKS = 50

@@ -19,7 +19,7 @@ from boltzlab.data import readers
 from boltzlab.errors import DataError
 from boltzlab.rng import resolve_generator
 
-__all__ = ["Dataset", "from_arrays", "require_integral_targets", "require_keys"]
+__all__ = ["Dataset"]
 
 
 @dataclass(frozen=True, slots=True)

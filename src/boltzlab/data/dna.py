@@ -10,7 +10,7 @@ from boltzlab.data import readers
 from boltzlab.data.dataset import Dataset, from_arrays, require_integral_targets, require_keys
 from boltzlab.data.locate import DATA_README, ENVIRONMENT_VARIABLE, locate
 
-__all__ = ["load_dna"]
+__all__ = []
 
 
 def load_dna(*, root: Any, generator: Any, n_features: int = 180) -> Dataset:

@@ -14,7 +14,7 @@ from boltzlab.data.npy_files import read_npy
 from boltzlab.data.text_files import looks_like_svmlight, read_text, require_binary_text
 from boltzlab.errors import DataError, ValidationError
 
-__all__ = ["FORMATS", "guess_format", "load_path"]
+__all__ = ["guess_format"]
 
 FORMATS = ("npz", "npy", "idx", "svmlight", "text", "hdf5")
 

@@ -15,13 +15,7 @@ from boltzlab.errors import ValidationError
 from boltzlab.rng import resolve_generator
 from boltzlab.validation import check_positive_int
 
-__all__ = [
-    "DIGITS_N_TEST",
-    "DIGITS_SPLIT_SEED",
-    "load_artificial_modes",
-    "load_bars_and_stripes",
-    "load_digits",
-]
+__all__ = ["DIGITS_SPLIT_SEED", "load_digits"]
 
 # Seed of the fixed permutation that splits scikit-learn's 1797 digits into 1497 train and
 # 300 test examples (numpy.random.default_rng(DIGITS_SPLIT_SEED).permutation).

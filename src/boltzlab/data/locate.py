@@ -11,7 +11,7 @@ from typing import Any
 
 from boltzlab.errors import DataError
 
-__all__ = ["DATA_README", "ENVIRONMENT_VARIABLE", "STANDARD_LOCATIONS", "Found", "locate"]
+__all__ = ["ENVIRONMENT_VARIABLE", "STANDARD_LOCATIONS", "Found", "locate"]
 
 ENVIRONMENT_VARIABLE = "BOLTZLAB_DATA"
 # Folders searched after root and BOLTZLAB_DATA. Debian's dataset-fashion-mnist installs the

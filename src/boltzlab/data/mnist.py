@@ -10,7 +10,7 @@ from boltzlab.data.locate import DATA_README, ENVIRONMENT_VARIABLE, locate
 from boltzlab.errors import DataError, ValidationError
 from boltzlab.validation import check_positive_int
 
-__all__ = ["load_mnist_family"]
+__all__ = []
 
 _HOW_TO_GET = {
     "mnist": (

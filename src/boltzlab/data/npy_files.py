@@ -18,7 +18,7 @@ import numpy as np
 from boltzlab.data.readers import require_nonempty_file
 from boltzlab.errors import DataError
 
-__all__ = ["read_npy", "require_examples_axis"]
+__all__ = ["read_npy"]
 
 
 def read_npy(path: str | os.PathLike[str]) -> np.ndarray:

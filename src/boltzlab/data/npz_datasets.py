@@ -11,7 +11,7 @@ from boltzlab.data import readers
 from boltzlab.data.dataset import Dataset, from_arrays
 from boltzlab.data.locate import DATA_README, ENVIRONMENT_VARIABLE, locate
 
-__all__ = ["NPZ_DATASETS", "npz_loader"]
+__all__ = []
 
 # name -> (file in the shared data folder, description, image shape)
 NPZ_DATASETS: dict[str, tuple[str, str, tuple[int, int] | None]] = {

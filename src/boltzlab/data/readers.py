@@ -34,16 +34,7 @@ from torch import Tensor
 from boltzlab.errors import DataError
 from boltzlab.rng import resolve_generator
 
-__all__ = [
-    "SvmlightData",
-    "as_binary_matrix",
-    "as_labels",
-    "binarize",
-    "read_idx",
-    "read_npz",
-    "read_svmlight",
-    "require_nonempty_file",
-]
+__all__ = ["SvmlightData", "as_binary_matrix", "binarize", "read_idx", "read_npz", "read_svmlight"]
 
 # IDX type codes (third byte of the magic number) and the big-endian dtype each one means.
 _IDX_DTYPES: dict[int, str] = {

@@ -17,7 +17,7 @@ import torch
 from boltzlab.data.dataset import Dataset
 from boltzlab.errors import DataError, ValidationError
 
-__all__ = ["DEFAULT_SPLIT_SEED", "carve_splits"]
+__all__ = ["carve_splits"]
 
 DEFAULT_SPLIT_SEED = 0
 

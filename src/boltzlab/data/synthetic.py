@@ -24,14 +24,7 @@ from boltzlab.errors import ValidationError
 from boltzlab.rng import resolve_generator
 from boltzlab.validation import check_positive_int, check_probability
 
-__all__ = [
-    "MAX_BARS_AND_STRIPES_SIZE",
-    "ModeSamples",
-    "artificial_mode_patterns",
-    "artificial_modes",
-    "bars_and_stripes",
-    "flip_pixels",
-]
+__all__ = ["ModeSamples", "artificial_mode_patterns", "artificial_modes", "bars_and_stripes", "flip_pixels"]
 
 # 2 * 2^16 - 2 = 131070 patterns of 256 pixels (134 MB as float32); larger sizes are not a
 # dataset anyone enumerates.

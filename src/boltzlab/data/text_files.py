@@ -34,7 +34,7 @@ import numpy as np
 from boltzlab.data.readers import require_nonempty_file
 from boltzlab.errors import DataError
 
-__all__ = ["LABEL_COLUMNS", "TextData", "looks_like_svmlight", "read_text", "require_binary_text"]
+__all__ = ["TextData", "read_text"]
 
 LABEL_COLUMNS = ("label", "y", "target")
 # None means runs of whitespace; the order breaks ties (a tab file also splits on whitespace).

@@ -40,7 +40,6 @@ __all__ = [
     "MODEL_FORMAT",
     "MODEL_FORMAT_VERSION",
     "MODEL_KINDS",
-    "WITNESS_TENSOR",
     "ModelKind",
     "load_model",
     "register_model_kind",

@@ -27,13 +27,8 @@ __all__ = [
     "FLOAT_DTYPES",
     "MODEL_FORMAT",
     "MODEL_FORMAT_VERSION",
-    "check_format",
-    "cpu_copies",
-    "json_entry",
-    "read_safetensors",
     "refuse",
     "short",
-    "torch_dtype",
 ]
 
 # The two boltzlab formats; check_format names the other one when a file is the wrong kind.

@@ -32,15 +32,7 @@ from torch import Tensor
 from boltzlab.chains import Chains
 from boltzlab.numerics import softplus
 
-__all__ = [
-    "MarginalTerms",
-    "TemperedModel",
-    "chains_at",
-    "log_f_marginal",
-    "log_f_marginal_all",
-    "path_derivative",
-    "tempered_log_f",
-]
+__all__ = ["MarginalTerms", "TemperedModel", "log_f_marginal", "log_f_marginal_all", "path_derivative"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from boltzlab.numerics import softplus
 from boltzlab.rng import resolve_generator, sample_bernoulli
 from boltzlab.validation import as_binary_tensor, check_positive_int, require
 
-__all__ = ["BaseRateModel", "UniformHiddenBase", "base_rate_log_norm", "base_rate_logits"]
+__all__ = ["BaseRateModel", "UniformHiddenBase"]
 
 
 def base_rate_logits(data: Any, n_visible: int, *, smoothing: float, device: torch.device) -> Tensor:

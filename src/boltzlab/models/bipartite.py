@@ -25,7 +25,7 @@ from boltzlab.validation import as_model_data
 
 # initial_weights, parameter_vector and check_finite live in boltzlab.models.parameters;
 # they stay importable from here, where they were first defined.
-__all__ = ["BipartiteModel", "CouplingSizes", "check_finite", "initial_weights", "parameter_vector"]
+__all__ = ["BipartiteModel", "CouplingSizes"]
 
 
 class CouplingSizes:

@@ -27,7 +27,7 @@ from boltzlab.models.base_rate import base_rate_log_norm
 from boltzlab.models.rbm import enumerate_softplus_sums
 from boltzlab.validation import require
 
-__all__ = ["DBMParameters64", "enumerate_parity_log_f", "visible_log_f"]
+__all__ = ["DBMParameters64"]
 
 # The enumerated units: 2^40 states is the most a run can sum, 2^24 per example for log p(v).
 _MAX_ENUMERATED = 40

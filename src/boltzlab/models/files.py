@@ -19,17 +19,7 @@ from torch import Tensor, nn
 from boltzlab.errors import ValidationError
 from boltzlab.io import ModelKind, load_model, save_model
 
-__all__ = [
-    "ModelFile",
-    "attribute_tensors",
-    "bipartite_expected_shapes",
-    "build_bipartite",
-    "copy_buffers",
-    "dbm_expected_shapes",
-    "dbm_kind",
-    "gaussian_rbm_kind",
-    "rbm_kind",
-]
+__all__ = ["ModelFile"]
 
 # The parameters every two-layer model file holds, before its kind's own buffers.
 _BIPARTITE_PARAMETERS = ("weights", "visible_bias", "hidden_bias")

@@ -27,13 +27,7 @@ from torch import Tensor
 from boltzlab.models.rbm import all_binary_states
 from boltzlab.validation import check_positive_int, require
 
-__all__ = [
-    "MAX_ENUMERATED_HIDDEN",
-    "GaussianParameters64",
-    "HiddenQuadraticForm",
-    "enumerate_hidden_log_f",
-    "hidden_quadratic_form",
-]
+__all__ = ["GaussianParameters64", "HiddenQuadraticForm"]
 
 #: Exact enumeration of the hidden layer: 2^30 states is already minutes of work.
 MAX_ENUMERATED_HIDDEN = 30

@@ -16,14 +16,7 @@ from boltzlab.errors import ValidationError
 from boltzlab.rng import resolve_generator
 from boltzlab.validation import check_positive_int, require
 
-__all__ = [
-    "FLOAT_DTYPES",
-    "check_dtype",
-    "check_finite",
-    "initial_weights",
-    "normal_weights",
-    "parameter_vector",
-]
+__all__ = ["FLOAT_DTYPES"]
 
 #: The dtypes a model's parameters may have (the binary models accept all four).
 FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)

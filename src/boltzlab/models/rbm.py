@@ -37,7 +37,7 @@ from boltzlab.models.witness import WitnessRows
 from boltzlab.numerics import softplus
 from boltzlab.validation import require
 
-__all__ = ["RBM", "all_binary_states", "enumerate_softplus_sums"]
+__all__ = ["RBM", "all_binary_states"]
 
 
 def all_binary_states(

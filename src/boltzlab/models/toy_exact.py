@@ -33,7 +33,7 @@ from torch import Tensor
 
 from boltzlab.errors import ValidationError
 
-__all__ = ["Bumps", "MixtureParameters", "exact_log_z", "sample_line_coordinates", "tempered_bumps"]
+__all__ = ["Bumps", "MixtureParameters", "exact_log_z"]
 
 # Quadrature: the grid reaches this many standard deviations of the widest tempered bump past
 # the outermost bump centres (the integrand there is below e^{-98} of its peak) ...

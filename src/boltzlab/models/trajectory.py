@@ -64,13 +64,10 @@ from boltzlab.validation import check_positive_int
 __all__ = [
     "ANCHOR_UPDATE",
     "TRAJECTORY_FILE",
-    "TRAJECTORY_FORMAT",
-    "TRAJECTORY_FORMAT_VERSION",
     "Trajectory",
     "as_trajectory",
     "find_trajectory_file",
     "load_trajectory",
-    "resolve_trajectory_path",
     "save_trajectory",
 ]
 

@@ -38,15 +38,7 @@ from torch import Tensor
 from boltzlab.errors import ValidationError
 from boltzlab.rng import counter_bits, counter_keys, uniform_scale
 
-__all__ = [
-    "ENVIRONMENT_VARIABLE",
-    "MIN_FUSED_UNITS",
-    "MIN_FUSED_WIDTH",
-    "fused_sample",
-    "mode",
-    "set_mode",
-    "uses_fused",
-]
+__all__ = ["ENVIRONMENT_VARIABLE", "MIN_FUSED_UNITS", "MIN_FUSED_WIDTH", "mode", "set_mode", "uses_fused"]
 
 ENVIRONMENT_VARIABLE = "BOLTZLAB_FUSED"
 #: Units (chains × layer width) from which the compiled kernel is used in ``auto`` mode: below

@@ -42,7 +42,7 @@ from boltzlab.models.rbm import RBM
 from boltzlab.operators import fused
 from boltzlab.rng import counter_keys
 
-__all__ = ["OPENBLAS_TILE_ROWS", "TILE_ROWS", "one_region_sweep", "uses_one_region"]
+__all__ = ["OPENBLAS_TILE_ROWS", "one_region_sweep", "uses_one_region"]
 
 #: Rows multiplied and sampled at a time with ATen's GEMM: 128 rows of a 500-unit layer (256 KB
 #: of float32 logits) stay in a core's L2 cache until they are sampled (128 beat 250 and the

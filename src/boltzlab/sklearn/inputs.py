@@ -42,15 +42,7 @@ except ImportError as error:  # pragma: no cover - depends on the installed scik
         "upgrade it with `pip install -U scikit-learn`"
     ) from error
 
-__all__ = [
-    "OUT_OF_RANGE",
-    "BernoulliStarts",
-    "check_choice",
-    "check_real",
-    "check_rows",
-    "is_binary",
-    "to_model_tensor",
-]
+__all__ = ["BernoulliStarts", "check_choice", "is_binary"]
 
 OUT_OF_RANGE = ("clip", "error")
 

@@ -19,7 +19,7 @@ from boltzlab.estimators import LogZEstimate, estimate_log_z
 from boltzlab.models import RBM
 from boltzlab.rng import make_generator
 
-__all__ = ["MAX_ANCHOR_ROWS", "MAX_EXACT_UNITS", "estimate_for", "parameter_fingerprint", "resolve_method"]
+__all__ = ["MAX_EXACT_UNITS"]
 
 #: ``log_z_method="auto"`` enumerates the smaller layer up to this many units (2^20 states,
 #: a second or two); above it, anchored AIS estimates log Z.

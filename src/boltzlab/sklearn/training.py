@@ -25,7 +25,7 @@ from boltzlab.training.loop import TrainingLoop
 from boltzlab.training.trainer import DEFAULT_CAST_CHAINS, DEFAULT_CHAINS
 from boltzlab.validation import check_positive_int
 
-__all__ = ["Carried", "Settings", "run_updates", "settings_of"]
+__all__ = ["Carried", "Settings"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,14 +35,7 @@ from boltzlab.models.base import MarginalTerms, TemperedModel
 from boltzlab.rng import rand, sample_bernoulli
 from boltzlab.validation import check_chains_match
 
-__all__ = [
-    "TemperingScheme",
-    "check_choice",
-    "check_state_chains",
-    "metropolis_accept",
-    "redraw_summed_layers",
-    "select_terms",
-]
+__all__ = ["TemperingScheme", "check_choice", "metropolis_accept", "redraw_summed_layers", "select_terms"]
 
 
 @runtime_checkable

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from boltzlab.rng import rand
 
-__all__ = ["log_proposal_ratio", "propose_neighbours", "sample_categorical"]
+__all__ = ["sample_categorical"]
 
 
 def propose_neighbours(levels: Tensor, n_levels: int, *, generator: torch.Generator) -> Tensor:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["SimulatedTemperingInfo", "SimulatedTemperingSummary", "round_trips", "summarize_levels"]
+__all__ = ["SimulatedTemperingInfo", "SimulatedTemperingSummary", "round_trips"]
 
 
 @dataclass(frozen=True, slots=True)

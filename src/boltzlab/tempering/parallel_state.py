@@ -16,23 +16,12 @@ from torch import Tensor
 from boltzlab.models.base import MarginalTerms
 from boltzlab.numerics import softplus
 from boltzlab.tempering.replica_swaps import (
-    DOWN,
-    UNLABELLED,
-    UP,
     ReplicaExchangeInfo,
     ReplicaExchangeState,
     ReplicaExchangeSummary,
 )
 
-__all__ = [
-    "DOWN",
-    "UNLABELLED",
-    "UP",
-    "ParallelTemperingInfo",
-    "ParallelTemperingState",
-    "ParallelTemperingSummary",
-    "log_f_change",
-]
+__all__ = ["ParallelTemperingInfo", "ParallelTemperingState", "ParallelTemperingSummary"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,8 +51,6 @@ from boltzlab.validation import check_positive_int
 
 __all__ = [
     "FLOOR",
-    "LADDER_MEASURE",
-    "LEVEL_SPACING",
     "MAX_LEVELS",
     "MIN_LEVELS",
     "LadderPilot",
@@ -60,9 +58,7 @@ __all__ = [
     "PlacedLadder",
     "WeightIncrement",
     "anneal_and_measure",
-    "log_f_difference",
     "pilot_anneal",
-    "pilot_grid",
     "pilot_log_weights",
     "pilot_shard",
     "place_ladder",

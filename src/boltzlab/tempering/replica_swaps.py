@@ -31,26 +31,11 @@ from boltzlab.errors import ValidationError
 from boltzlab.models.base import TemperedModel
 
 __all__ = [
-    "DOWN",
-    "PAIR_SCHEDULES",
-    "REPLICA_ENTRIES",
-    "UNLABELLED",
-    "UP",
     "ReplicaExchangeInfo",
     "ReplicaExchangeState",
     "ReplicaExchangeSummary",
     "SwapRound",
-    "check_entries",
-    "check_pairs",
-    "counters_from_tensors",
-    "fresh_counters",
     "layers_from_tensors",
-    "pair_groups",
-    "replica_state_tensors",
-    "swap_due",
-    "swap_totals",
-    "units_changed",
-    "update_directions",
 ]
 
 #: Round-trip labels of a replica (module docstring): none yet, up (last touched the

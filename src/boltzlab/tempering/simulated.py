@@ -100,8 +100,6 @@ from boltzlab.validation import check_positive_int
 # The scheme's result types live in level_summary.py (shared with AST and CAST) and are
 # re-exported here because they are what ``SimulatedTempering`` returns.
 __all__ = [
-    "LEVEL_MOVES",
-    "TARGET_REFRESHES",
     "SimulatedTempering",
     "SimulatedTemperingInfo",
     "SimulatedTemperingState",

@@ -36,7 +36,7 @@ from boltzlab.rng import BlockGenerator
 from boltzlab.training.cd import CDState, ContrastiveDivergence
 from boltzlab.training.pcd import PersistentContrastiveDivergence, PersistentState
 
-__all__ = ["DATA_PARALLEL_ALGORITHMS", "DataParallel", "check_data_parallel_algorithm", "plan_data_parallel"]
+__all__ = ["DataParallel", "check_data_parallel_algorithm"]
 
 #: The algorithms (negative phases) that train data-parallel under torchrun.
 DATA_PARALLEL_ALGORITHMS = ("cd", "pcd", "sap")

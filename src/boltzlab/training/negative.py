@@ -34,12 +34,10 @@ __all__ = [
     "PHASE_ALIASES",
     "NegativePhase",
     "NegativePhaseBase",
-    "advance_chains",
     "available_phases",
     "chains_from_tensors",
     "chains_to_tensors",
     "get_phase",
-    "persistent_chains_from_tensors",
     "register_phase",
 ]
 

@@ -34,17 +34,13 @@ from boltzlab.errors import ValidationError
 from boltzlab.training.rmsspectral import RMSspectral
 
 __all__ = [
-    "OPTIMIZERS",
     "ConstantSchedule",
     "InverseSchedule",
     "LinearSchedule",
     "Schedule",
-    "check_optimizer",
-    "check_optimizer_state",
     "make_optimizer",
     "make_schedule",
     "make_scheduler",
-    "schedule_description",
 ]
 
 Schedule = Callable[[int], float]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["chain_influence", "influence_variance"]
+__all__ = ["chain_influence"]
 
 
 def chain_influence(log_sums: Tensor) -> Tensor:

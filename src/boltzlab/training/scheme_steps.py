@@ -19,21 +19,7 @@ from torch import Tensor
 
 from boltzlab.errors import ValidationError
 
-__all__ = [
-    "PT_METRICS",
-    "SCHEME_PREFIX",
-    "ST_METRICS",
-    "TT_METRICS",
-    "MetricFunction",
-    "MovingRates",
-    "advance_scheme",
-    "cast_metrics",
-    "pt_metrics",
-    "scheme_tensors",
-    "st_metrics",
-    "tt_metrics",
-    "with_scheme_prefix",
-]
+__all__ = ["PT_METRICS", "ST_METRICS", "TT_METRICS", "MetricFunction", "MovingRates", "pt_metrics"]
 
 MetricFunction = Callable[[Any], tuple[Tensor, Tensor]]
 """``info -> (numerators, denominators)``: float64 tensors of shape ``(n_metrics,)``."""

@@ -32,8 +32,6 @@ __all__ = [
     "TrainResult",
     "TrainState",
     "checkpoint_path",
-    "decode_train_state",
-    "encode_train_state",
     "find_latest_checkpoint",
 ]
 

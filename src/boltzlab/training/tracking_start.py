@@ -25,7 +25,7 @@ from boltzlab.models.base import TemperedModel
 from boltzlab.training.rts_influence import chain_influence
 from boltzlab.training.tracking_sweeps import LevelSweeper, pooled_log_c
 
-__all__ = ["TrackingStart", "start_tracking"]
+__all__ = ["TrackingStart"]
 
 
 @dataclass(frozen=True, slots=True)

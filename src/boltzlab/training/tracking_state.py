@@ -15,12 +15,7 @@ from torch import Tensor
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 
-__all__ = [
-    "RTSTrackingState",
-    "layers_from_tensors",
-    "tracking_state_from_tensors",
-    "tracking_state_tensors",
-]
+__all__ = ["RTSTrackingState", "layers_from_tensors"]
 
 
 @dataclass(frozen=True, slots=True)

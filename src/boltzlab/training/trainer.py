@@ -44,7 +44,7 @@ from boltzlab.training.snapshots import DEFAULT_MAX_SNAPSHOTS, SnapshotRecorder
 from boltzlab.training.state import TrainConfig, TrainResult, find_latest_checkpoint
 from boltzlab.validation import as_model_data, check_positive_int
 
-__all__ = ["DEFAULT_CAST_CHAINS", "DEFAULT_CHAINS", "DEFAULT_LEARNING_RATE", "train"]
+__all__ = ["DEFAULT_CAST_CHAINS", "DEFAULT_CHAINS", "train"]
 
 DEFAULT_CHAINS = 100
 # Salakhutdinov (2010): 50 slow + 50 fast chains, so CAST costs about what 100 SAP chains do.
