@@ -285,7 +285,40 @@ class _Settings:
     parallel: DataParallel | None
 
 
-def _settings(model: nn.Module, data: Any, **given: Any) -> _Settings:
+def _settings(
+    model: nn.Module,
+    data: Any,
+    *,
+    algorithm: str | NegativePhase,
+    algorithm_params: dict[str, Any] | None,
+    operator: str | operator_registry.Operator,
+    operator_params: dict[str, Any] | None,
+    k: int,
+    n_chains: int | None,
+    batch_size: int,
+    n_updates: int | None,
+    n_epochs: int | None,
+    learning_rate: float | None,
+    momentum: float,
+    weight_decay: float,
+    lr_schedule: str | Schedule | None,
+    optimizer: str,
+    generator: torch.Generator | int | None,
+    validation_data: Any,
+    callbacks: Iterable[Callback],
+    log_every: int,
+    track_exact_every: int | None,
+    metrics_path: str | Path | None,
+    checkpoint_dir: str | Path | None,
+    checkpoint_every: int | None,
+    resume: bool,
+    progress: bool,
+    fit_base_rate: bool,
+    witness_rows: int,
+    snapshots: int | None,
+    snapshot_dir: str | Path | None,
+    chain_blocks: int | None,
+) -> _Settings:
     """Check :func:`train`'s arguments in the order its docstring lists them; resolve defaults.
 
     Long because it is one check per argument, in order (the first bad argument is the one
@@ -293,53 +326,40 @@ def _settings(model: nn.Module, data: Any, **given: Any) -> _Settings:
     """
     objective = objective_for(model)
     # Defaults that depend on the model and the algorithm (see train's docstring).
-    algorithm = given["algorithm"]
-    n_chains = given["n_chains"]
     if n_chains is None:
         n_chains = DEFAULT_CAST_CHAINS if algorithm == "cast" else DEFAULT_CHAINS
-    learning_rate = given["learning_rate"]
     if learning_rate is None:
         learning_rate = getattr(objective, "default_learning_rate", DEFAULT_LEARNING_RATE)
-    lr_schedule = given["lr_schedule"]
     if lr_schedule is None:
         lr_schedule = getattr(objective, "default_lr_schedule", "constant")
     # Binary models take 0/1 data; a model with real-valued visible units checks its own.
     data = as_model_data(model, data, "data")
-    validation_data = given["validation_data"]
     if validation_data is not None:
         validation_data = as_model_data(model, validation_data, "validation_data")
-    k = check_positive_int(given["k"], "k")
+    k = check_positive_int(k, "k")
     n_chains = check_positive_int(n_chains, "n_chains")
-    batch_size, n_updates, n_epochs = _run_length(
-        data, given["batch_size"], given["n_updates"], given["n_epochs"]
-    )
+    batch_size, n_updates, n_epochs = _run_length(data, batch_size, n_updates, n_epochs)
     learning_rate = _check_number(learning_rate, "learning_rate", low=0.0, low_open=True)
-    momentum = _check_number(given["momentum"], "momentum", low=0.0, high=1.0, low_open=False)
-    weight_decay = _check_number(given["weight_decay"], "weight_decay", low=0.0, low_open=False)
-    optimizer = check_optimizer(given["optimizer"], momentum=momentum, weight_decay=weight_decay)
-    log_every = check_positive_int(given["log_every"], "log_every")
-    track_exact_every = _optional_positive_int(given["track_exact_every"], "track_exact_every")
-    checkpoint_every = _optional_positive_int(given["checkpoint_every"], "checkpoint_every")
-    snapshots = _check_snapshots(given["snapshots"])
-    checkpoint_dir, resume = given["checkpoint_dir"], given["resume"]
+    momentum = _check_number(momentum, "momentum", low=0.0, high=1.0, low_open=False)
+    weight_decay = _check_number(weight_decay, "weight_decay", low=0.0, low_open=False)
+    optimizer = check_optimizer(optimizer, momentum=momentum, weight_decay=weight_decay)
+    log_every = check_positive_int(log_every, "log_every")
+    track_exact_every = _optional_positive_int(track_exact_every, "track_exact_every")
+    checkpoint_every = _optional_positive_int(checkpoint_every, "checkpoint_every")
+    snapshots = _check_snapshots(snapshots)
     if checkpoint_dir is None and (checkpoint_every is not None or resume):
         raise ValidationError(
             f"checkpoint_every={checkpoint_every!r} and resume={resume!r} need checkpoint_dir (a directory)"
         )
-    generator = _check_generator(given["generator"], model.device)
-    callbacks = _check_callbacks(given["callbacks"])
-    the_operator = operator_registry.get(given["operator"], **(given["operator_params"] or {}))
-    algorithm_params = given["algorithm_params"]
+    generator = _check_generator(generator, model.device)
+    callbacks = _check_callbacks(callbacks)
+    the_operator = operator_registry.get(operator, **(operator_params or {}))
     phase = get_phase(algorithm, operator=the_operator, k=k, n_chains=n_chains, **(algorithm_params or {}))
     schedule = make_schedule(lr_schedule, n_updates=n_updates)
-    parallel = plan_data_parallel(
-        phase, batch_size=batch_size, n_chains=n_chains, chain_blocks=given["chain_blocks"]
-    )
-    metrics_path, progress = given["metrics_path"], given["progress"]
+    parallel = plan_data_parallel(phase, batch_size=batch_size, n_chains=n_chains, chain_blocks=chain_blocks)
     if not distributed.topology().is_main:
         # One writer per run: the other processes compute alike and keep quiet.
         metrics_path, progress = None, False
-    witness_rows = given["witness_rows"]
     check_witness_rows(witness_rows)  # before anything runs, whether or not the base is fitted
     # What a checkpoint records of the run (plain values): names, or the repr of objects.
     config = TrainConfig(
@@ -358,7 +378,7 @@ def _settings(model: nn.Module, data: Any, **given: Any) -> _Settings:
         log_every=log_every,
         track_exact_every=track_exact_every,
         checkpoint_every=checkpoint_every,
-        fit_base_rate=bool(given["fit_base_rate"]),
+        fit_base_rate=bool(fit_base_rate),
         witness_rows=witness_rows,
     )
     return _Settings(
@@ -376,7 +396,7 @@ def _settings(model: nn.Module, data: Any, **given: Any) -> _Settings:
         checkpoint_dir=checkpoint_dir,
         resume=bool(resume),
         snapshots=snapshots,
-        snapshot_dir=given["snapshot_dir"],
+        snapshot_dir=snapshot_dir,
         parallel=parallel,
     )
 
