@@ -131,7 +131,7 @@ def initial_chains(
 
 
 @register_sampler("plain")
-def sample_plain(
+def _sample_plain(
     model: TemperedModel,
     *,
     operator: Operator,
@@ -457,7 +457,7 @@ def _sample_plain_sharded(
     process group each process runs whole blocks and the results are gathered in chain order
     (docs/architecture.md, "Scaling out"). The starting states are drawn alike on every process."""
     local, part = distributed.shard_chains(chains, generator, n_blocks=blocks)
-    result = sample_plain(
+    result = _sample_plain(
         model, operator=operator, chains=local, n_sweeps=n_sweeps, generator=part.generator, **options
     )  # type: ignore[arg-type]  # the block generator is accepted wherever rng draws
     gathered = distributed.gather_chains(result.chains)

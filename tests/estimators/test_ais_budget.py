@@ -19,6 +19,7 @@ from boltzlab.estimators.annealing.chain_budget import (
     plan_chains,
     without_budget,
 )
+from boltzlab.estimators.annealing.options import AISOptions
 from boltzlab.estimators.verdict.checks import DEFAULT_TARGET_STDERR as TARGET_STDERR
 from harness import random_rbm, stand_in_bound
 
@@ -129,7 +130,7 @@ def test_estimate_log_z_hands_the_witness_to_the_budget_and_the_verdict():
 
 
 def test_rounds_ask_for_what_the_error_says_at_least_doubling_within_the_cap():
-    plan = plan_chains(None, None, None)
+    plan = plan_chains(AISOptions())
     assert (plan.first, plan.max_chains, plan.target_stderr) == (DEFAULT_CHAINS, DEFAULT_MAX_CHAINS, 0.1)
     # 0.3 nats with 100 chains: 100·9·1.25 = 1,125 wanted in all, 1,025 more.
     assert next_round(100, 0.3, plan) == 1025
@@ -141,9 +142,10 @@ def test_rounds_ask_for_what_the_error_says_at_least_doubling_within_the_cap():
     assert next_round(100, math.inf, plan) == 100
     # No last round of a handful: 1,495 run and 100 wanted would leave 5, so all 105 are taken.
     assert next_round(1495, 0.11, plan) == 105
-    assert plan_chains(50, None, None).fixed
-    assert plan_chains(50, 400, None).max_chains == 400 and not plan_chains(50, 400, None).fixed
-    assert plan_chains(None, 40, None).first == 40
+    assert plan_chains(AISOptions(n_chains=50)).fixed
+    grown = plan_chains(AISOptions(n_chains=50, max_chains=400))
+    assert grown.max_chains == 400 and not grown.fixed
+    assert plan_chains(AISOptions(max_chains=40)).first == 40
 
 
 def test_callers_that_want_a_fixed_cost_keep_100_chains_unless_told_otherwise():

@@ -12,6 +12,7 @@ import torch
 import boltzlab as bl
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import RTSInfo, TemperedSamples, collect_tempered_samples
+from boltzlab.estimators.tempered.levels import level_log_probabilities, resolve_log_prior
 from boltzlab.estimators.tempered.rts import (
     combine_stages,
     rts_from_samples,
@@ -20,7 +21,6 @@ from boltzlab.estimators.tempered.rts import (
     sandwich_covariance,
     stage_log_likelihood,
 )
-from boltzlab.estimators.tempered.samples import level_log_probabilities, resolve_log_prior
 from boltzlab.models import log_f_marginal_all
 from boltzlab.models.rbm import all_binary_states
 from harness import check_estimator_exact, random_rbm

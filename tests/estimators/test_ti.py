@@ -14,8 +14,8 @@ import torch
 import boltzlab as bl
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import TIInfo, collect_tempered_samples
+from boltzlab.estimators.tempered.levels import path_derivative_all, resolve_log_prior
 from boltzlab.estimators.tempered.rts import rts_from_samples
-from boltzlab.estimators.tempered.samples import path_derivative_all, resolve_log_prior
 from boltzlab.estimators.tempered.ti import (
     cumulative_weights,
     discretisation_error,

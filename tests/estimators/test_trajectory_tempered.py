@@ -53,7 +53,7 @@ def small_levels() -> tuple[bl.RBM, PathLevels]:
 def test_level_densities_are_the_hidden_summed_densities_with_level_0_normalised():
     _, levels = small_levels()
     v = all_states(3)
-    log_f = levels.log_f_all(*levels.point_terms(v))
+    log_f = levels.log_f_all(levels.point_terms(v))
     assert abs(float(torch.logsumexp(log_f[:, 0], 0))) < 1e-12
     for k, position in enumerate(POSITIONS.tolist()):
         at = levels.path.model_at(position)
@@ -69,7 +69,7 @@ def test_one_step_leaves_the_joint_over_states_and_levels_invariant():
     v, h = all_states(3), all_states(2)
     pre, linear = levels.point_terms(v)
     log_z_hat = torch.linspace(0.0, 2.0, n_levels, dtype=torch.float64)
-    log_q = levels.log_f_all(pre, linear) - log_z_hat[None, :]
+    log_q = levels.log_f_all((pre, linear)) - log_z_hat[None, :]
     level_given_v = torch.softmax(log_q, 1)  # (8, K)
     blocks = []
     for k in range(n_levels):

@@ -32,7 +32,7 @@ import harness
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.exact import joint_log_probabilities, joint_states
-from boltzlab.estimators.tempered.samples import resolve_log_prior
+from boltzlab.estimators.tempered.levels import resolve_log_prior, single_precision_log_f_all
 from boltzlab.models.base import log_f_marginal_all
 from boltzlab.training import (
     Callback,
@@ -42,7 +42,6 @@ from boltzlab.training import (
     RTSTrackingState,
     train,
 )
-from boltzlab.training.level_densities import single_precision_log_f_all
 from boltzlab.training.rmsspectral import RMSspectral
 from boltzlab.training.rts_influence import chain_influence
 

@@ -37,7 +37,7 @@ DEBUG_KEY = "boltzlab.debug"
 THREADS_KEY = "boltzlab.threads"
 # Below this many weights a second thread only adds synchronisation, and on a busy machine
 # OpenMP's waiting threads slowed the demo's 64×16 RBM from 700 to 17 updates per second.
-SMALL_MODEL_WEIGHTS = 65_536
+_SMALL_MODEL_WEIGHTS = 65_536
 # Exact log Z enumerates 2^min(layer sizes) states; above this it takes too long to offer.
 MAX_EXACT_UNITS = 25
 
@@ -61,13 +61,13 @@ def command_options(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 # How --data is read; the same flags on every command that takes --data (docs/data.md, "Files").
-DATA_FILE_OPTIONS = ("data_key", "binarize", "pixel_max", "test_fraction", "validation_fraction")
+_DATA_FILE_OPTIONS = ("data_key", "binarize", "pixel_max", "test_fraction", "validation_fraction")
 
 
 def data_file_options(function: Callable[..., Any]) -> Callable[..., Any]:
     """``--data-key``, ``--binarize``, ``--pixel-max``, ``--test-fraction``, ``--validation-fraction``.
 
-    The command receives them as keyword arguments named as in :data:`DATA_FILE_OPTIONS` and
+    The command receives them as keyword arguments named as in :data:`_DATA_FILE_OPTIONS` and
     passes them on with :func:`load_data`.
     """
     fraction = click.FloatRange(min=0.0, max=1.0, max_open=True)
@@ -112,7 +112,7 @@ def load_data(
     Options left at ``None`` are not passed, so a named dataset that does not take one is
     only refused when the flag was actually given.
     """
-    given = {name: options[name] for name in DATA_FILE_OPTIONS if options.get(name) is not None}
+    given = {name: options[name] for name in _DATA_FILE_OPTIONS if options.get(name) is not None}
     if "pixel_max" in given and "binarize" not in given:
         raise ValidationError("--pixel-max applies with --binarize threshold|stochastic; pass both")
     return datasets.load(name_or_path, root=root, generator=seed, **given)
@@ -120,16 +120,16 @@ def load_data(
 
 def refuse_data_file_options_without_data(options: Mapping[str, Any]) -> None:
     """For commands where ``--data`` is optional: its reading flags mean nothing without it."""
-    given = [name for name in DATA_FILE_OPTIONS if options.get(name) is not None]
+    given = [name for name in _DATA_FILE_OPTIONS if options.get(name) is not None]
     if given:
         flags = ", ".join(f"--{name.replace('_', '-')}" for name in given)
         raise ValidationError(f"{flags} say(s) how to read --data; pass --data NAME|PATH too")
 
 
 def choose_threads(model: nn.Module) -> None:
-    """One torch thread for small models unless ``--threads`` was given (see SMALL_MODEL_WEIGHTS)."""
+    """One torch thread for small models unless ``--threads`` was given (see _SMALL_MODEL_WEIGHTS)."""
     n_weights = sum(parameter.numel() for parameter in model.parameters())
-    if click.get_current_context().meta.get(THREADS_KEY) is None and n_weights < SMALL_MODEL_WEIGHTS:
+    if click.get_current_context().meta.get(THREADS_KEY) is None and n_weights < _SMALL_MODEL_WEIGHTS:
         torch.set_num_threads(1)
 
 

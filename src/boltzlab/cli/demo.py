@@ -119,7 +119,7 @@ def _estimate_log_z(
     return measured
 
 
-def agreement_lines(measured: list[_Measured]) -> list[str]:
+def _agreement_lines(measured: list[_Measured]) -> list[str]:
     """Every pair of sampled estimates: their difference in nats and in combined standard errors."""
     sampled = [item for item in measured if item.estimate.method != "exact"]
     lines = []
@@ -164,7 +164,7 @@ def _print_report(model: RBM, dataset: datasets.Dataset, measured: list[_Measure
             for warning in item.estimate.warnings:
                 click.echo(f"  - {warning}")
     click.echo("agreement of the independent estimates")
-    for line in agreement_lines(measured):
+    for line in _agreement_lines(measured):
         click.echo(line)
     click.echo("")
     rows = []

@@ -15,8 +15,8 @@ reporting the route whose verdict passes (:mod:`boltzlab.estimators.routes`; rig
 temperature path crosses a first-order-like transition). ``trajectory-rts`` and
 ``trajectory-mbar`` run that route alone when asked for.
 
-The pieces are functions of a model and a list of methods (:func:`evaluate_methods`,
-:func:`row_from_estimate`, :func:`format_rows`, :func:`sandwich_line`). A DBM's ``log p(v)``
+The pieces are functions of a model and a list of methods (:func:`_evaluate_methods`,
+:func:`row_from_estimate`, :func:`_format_rows`, :func:`sandwich_line`). A DBM's ``log p(v)``
 needs a sum over every hidden layer, so for a DBM the log-likelihood columns are left empty
 and a second table (:mod:`boltzlab.cli.dbm_report`) gives what the CAST paper reports: the
 mean-field lower bound per split with the most precise ``log Z`` of the table, and
@@ -134,7 +134,7 @@ class EvaluationRow:
             object.__setattr__(self, "reliable", False)
 
 
-def default_methods(model: nn.Module, *, has_trajectory: bool = False) -> tuple[str, ...]:
+def _default_methods(model: nn.Module, *, has_trajectory: bool = False) -> tuple[str, ...]:
     """``exact`` (when it can be enumerated), ``ais``, ``anchored-ais`` (a binary RBM),
     ``trajectory-ais`` (an RBM whose training trajectory is at hand), ``raise`` and ``rts``; a
     DBM gets no RAISE (it needs the visible layer to be the only one left after summing out)."""
@@ -151,11 +151,11 @@ def default_methods(model: nn.Module, *, has_trajectory: bool = False) -> tuple[
     return (*exact, "ais", *anchored, *trajectory, "raise", "rts")
 
 
-def parse_methods(text: str | None, model: nn.Module, *, has_trajectory: bool = False) -> tuple[str, ...]:
+def _parse_methods(text: str | None, model: nn.Module, *, has_trajectory: bool = False) -> tuple[str, ...]:
     """``"exact,ais,rts"`` → ``("exact", "ais", "rts")``, checked against :func:`boltzlab.estimators.methods`;
-    ``None`` gives :func:`default_methods`."""
+    ``None`` gives :func:`_default_methods`."""
     if text is None:
-        return default_methods(model, has_trajectory=has_trajectory)
+        return _default_methods(model, has_trajectory=has_trajectory)
     names = tuple(dict.fromkeys(part.strip().lower() for part in text.split(",") if part.strip()))
     if not names:
         raise ValidationError(f"--methods must name at least one method, got {text!r}")
@@ -235,7 +235,7 @@ def verdict_column(row: EvaluationRow) -> str:
     return verdict_word(row.verdict)
 
 
-def evaluate_methods(
+def _evaluate_methods(
     model: nn.Module,
     methods: Sequence[str],
     prepared: PreparedData,
@@ -296,14 +296,14 @@ def evaluate_methods(
     return rows
 
 
-def most_precise(rows: Sequence[EvaluationRow]) -> EvaluationRow:
+def _most_precise(rows: Sequence[EvaluationRow]) -> EvaluationRow:
     """The row to take ``log Z`` from for the DBM bound: exact if present, else the smallest
     standard error."""
     exact = [row for row in rows if row.method == "exact"]
     return exact[0] if exact else min(rows, key=lambda row: row.stderr)
 
 
-def dbm_tables(
+def _dbm_tables(
     model: DBM,
     rows: Sequence[EvaluationRow],
     prepared: PreparedData,
@@ -313,7 +313,7 @@ def dbm_tables(
 ) -> str:
     """The DBM's bound table (every split) and, unless ``likelihood_examples`` is 0, the
     per-example AIS table on the first ``likelihood_examples`` test examples."""
-    chosen = most_precise(rows)
+    chosen = _most_precise(rows)
     text = format_dbm_rows(dbm_bound_rows(model, prepared.dataset, chosen))
     if likelihood_examples > 0:
         dataset = prepared.dataset
@@ -331,7 +331,7 @@ def _number(value: float, digits: int = 4) -> str:
     return "—" if not math.isfinite(value) else f"{value:.{digits}f}"
 
 
-def format_rows(rows: Sequence[EvaluationRow]) -> str:
+def _format_rows(rows: Sequence[EvaluationRow]) -> str:
     """The table as aligned text: method, log Z, ± s.e., bias, cost, train/test log-likelihood, time."""
     header = ["method", "log Z", "± s.e.", "bias", "chain-sweeps", "train LL", "test LL", "time", "verdict"]
     cells = [
@@ -448,7 +448,7 @@ def evaluate(
     model = load_model_file(model_path)
     choose_threads(model)
     found = trajectory if trajectory is not None else find_trajectory_file(model_path.parent)
-    chosen = parse_methods(methods, model, has_trajectory=found is not None)
+    chosen = _parse_methods(methods, model, has_trajectory=found is not None)
     records = [get_record(method) for method in chosen]
     if any(record.needs_trajectory for record in records) or (
         found is not None
@@ -469,7 +469,7 @@ def evaluate(
     echo(f"data: {prepared.dataset.name}{raise_note}")
     if trajectory is not None:
         echo(f"trajectory: {trajectory}")
-    rows = evaluate_methods(
+    rows = _evaluate_methods(
         model, chosen, prepared, seed=seed, budget=budget, chains=chains, operator=op, trajectory=trajectory
     )
     payload = evaluation_payload(
@@ -483,7 +483,7 @@ def evaluate(
         _save(out, payload, seed=seed, err=True)  # stderr: stdout is the one JSON object
         echo_json(payload)
         return
-    click.echo(format_rows(rows))
+    click.echo(_format_rows(rows))
     for row in rows:
         if row.budget_grew:
             click.echo(f"{row.method}'s budget grew: {row.budget_grew}")
@@ -500,7 +500,7 @@ def evaluate(
     if sandwich is not None:
         click.echo(sandwich)
     if isinstance(model, DBM):
-        click.echo(dbm_tables(model, rows, prepared, likelihood_examples=likelihood_examples, seed=seed))
+        click.echo(_dbm_tables(model, rows, prepared, likelihood_examples=likelihood_examples, seed=seed))
     _save(out, payload, seed=seed, err=False)
 
 

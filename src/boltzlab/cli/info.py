@@ -109,7 +109,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def info_record(model_path: Path, model: torch.nn.Module, kind: str) -> dict[str, Any]:
+def _info_record(model_path: Path, model: torch.nn.Module, kind: str) -> dict[str, Any]:
     """The ``--json`` object of ``info`` (every field the text prints, and the file's identity).
 
     ``format`` and ``format_version`` are those :func:`boltzlab.io.load_model` accepted.
@@ -173,7 +173,7 @@ def info(model_path: Path, as_json: bool) -> None:
     choose_threads(model)
     kind = next((name for name, kind in MODEL_KINDS.items() if isinstance(model, kind.model_class)), "?")
     if as_json:
-        echo_json(info_record(model_path, model, kind))
+        echo_json(_info_record(model_path, model, kind))
         return
     sizes = model.layer_sizes
     click.echo(f"file: {model_path}")

@@ -106,7 +106,7 @@ def methods_taking(flag: str) -> list[str]:
     return [record.name for family in FAMILIES for record in records(family) if flag in record.flags]
 
 
-def trajectory_methods() -> list[str]:
+def _trajectory_methods() -> list[str]:
     """Methods that run along the training trajectory, then those that take it as a second route."""
     along = [record.name for record in records() if record.needs_trajectory]
     return along + [record.name for record in records() if record.trajectory_route is not None]
@@ -225,7 +225,7 @@ def describe_estimate(estimate: LogZEstimate) -> str:
     return ", ".join(detail)
 
 
-def verdict_lines(estimate: LogZEstimate) -> list[str]:
+def _verdict_lines(estimate: LogZEstimate) -> list[str]:
     """``verdict: reliable``, ``unchecked`` or ``UNRELIABLE``, each reason and note, and the witness."""
     if estimate.method == "exact":
         return []
@@ -401,7 +401,7 @@ def logz(model_path: Path, method: str, seed: int, as_json: bool, **flags: Any) 
         if flags["trajectory"] is not None or find_trajectory_file(model_path.parent) is not None:
             options["trajectory"] = trajectory_for(model_path, flags["trajectory"])
     elif flags["trajectory"] is not None:
-        raise ValidationError(f"--trajectory applies to {', '.join(trajectory_methods())}, not {method!r}")
+        raise ValidationError(f"--trajectory applies to {', '.join(_trajectory_methods())}, not {method!r}")
     if prepared is not None and method != "exact":
         # The verdict's lower-bound witness starts from data: it finds modes annealing misses.
         options["check_data"] = prepared.dataset.train
@@ -439,7 +439,7 @@ def logz(model_path: Path, method: str, seed: int, as_json: bool, **flags: Any) 
     if isinstance(ess, float):
         total = getattr(info, "n_chains", None)
         click.echo(f"ESS: {ess:.1f}" + (f" of {total} chains" if total else ""))
-    for line in verdict_lines(estimate):
+    for line in _verdict_lines(estimate):
         click.echo(line)
     if estimate.method == "raise" and prepared is not None:
         click.echo(

@@ -35,14 +35,14 @@ from boltzlab.errors import BoltzlabError
 
 __all__ = ["CommandError", "cli", "main"]
 
-EXIT_ERROR = 1
-EXIT_INTERRUPTED = 130
+_EXIT_ERROR = 1
+_EXIT_INTERRUPTED = 130
 
 
 class CommandError(click.ClickException):
     """A failure shown as one ``error: ...`` line on stderr (click's default says ``Error:``)."""
 
-    def __init__(self, message: str, *, exit_code: int = EXIT_ERROR) -> None:
+    def __init__(self, message: str, *, exit_code: int = _EXIT_ERROR) -> None:
         super().__init__(message)
         self.exit_code = exit_code
 
@@ -82,7 +82,7 @@ def _show_warning(
     click.echo(f"warning: {_one_line(str(message))}", err=True)
 
 
-class BoltzlabGroup(click.Group):
+class _BoltzlabGroup(click.Group):
     """A group that turns exceptions from its subcommands into one-line errors."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
@@ -103,7 +103,7 @@ class BoltzlabGroup(click.Group):
             except KeyboardInterrupt:
                 if ctx.meta.get(DEBUG_KEY):
                     raise
-                raise CommandError("interrupted", exit_code=EXIT_INTERRUPTED) from None
+                raise CommandError("interrupted", exit_code=_EXIT_INTERRUPTED) from None
             except Exception as error:
                 if ctx.meta.get(DEBUG_KEY):
                     raise
@@ -117,7 +117,7 @@ def _set_threads(ctx: click.Context, _param: click.Parameter, value: int | None)
 
 
 @click.group(
-    cls=BoltzlabGroup,
+    cls=_BoltzlabGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog="Run 'boltzlab COMMAND --help' for a command's options and an example.",
 )
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
         here = distributed.init_from_environment()
     except BoltzlabError as error:
         click.echo(f"error: {_message(error)}", err=True)
-        sys.exit(EXIT_ERROR)
+        sys.exit(_EXIT_ERROR)
     errors = sys.stderr  # where this process's error lines go, whatever the rank
     if not here.is_main:
         # Results, notes, progress bars and warnings come from rank 0 alone; the other ranks
@@ -183,14 +183,14 @@ def main(argv: list[str] | None = None) -> None:
         distributed.exit_now(error.exit_code)  # the group may be broken: no clean shutdown
     except click.Abort:
         click.echo("aborted", file=errors)
-        distributed.exit_now(EXIT_INTERRUPTED)
+        distributed.exit_now(_EXIT_INTERRUPTED)
     code = returned if isinstance(returned, int) else 0
     if here.active:
         try:
             distributed.finish(code)  # does not return while in the group
         except BoltzlabError as error:  # another rank failed after this one finished its part
             click.echo(f"rank {here.rank}: error: {_message(error)}", file=errors)
-            distributed.exit_now(EXIT_ERROR)
+            distributed.exit_now(_EXIT_ERROR)
         # The command left the group to run alone (demo, reproduce, report): gloo's threads
         # may still abort at interpreter exit, so leave without destructors, as finish does.
         distributed.exit_now(code)

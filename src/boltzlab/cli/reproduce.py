@@ -3,7 +3,7 @@
 The reproductions (two-node, flip-the-state, rts-tracking, rts-vs-ais, estimators-vs-k,
 varopt, cast, front-end) live outside the library, in the ``experiments/`` folder of a
 checkout, as the package ``boltzlab-experiments``. It declares one click command per
-reproduction in the entry-point group :data:`ENTRY_POINT_GROUP`; this group lists and loads
+reproduction in the entry-point group :data:`_ENTRY_POINT_GROUP`; this group lists and loads
 them from there, lazily, so ``boltzlab --help`` never imports them. The library itself never
 imports the experiments (docs/architecture.md, "Layout").
 
@@ -23,7 +23,7 @@ from boltzlab.errors import BoltzlabError
 
 __all__ = ["INSTALL_HINT", "NotInstalledError", "ReproduceGroup", "discover", "reproduce"]
 
-ENTRY_POINT_GROUP = "boltzlab.reproduce"
+_ENTRY_POINT_GROUP = "boltzlab.reproduce"
 INSTALL_HINT = (
     "the paper reproductions are not installed; from a checkout run "
     "'pip install -e experiments' (or 'make install')"
@@ -34,15 +34,15 @@ class NotInstalledError(BoltzlabError):
     """``boltzlab reproduce`` was run without the ``boltzlab-experiments`` package."""
 
 
-class Loadable(Protocol):
+class _Loadable(Protocol):
     """What an entry point offers here: a ``load()`` returning the click command."""
 
     def load(self) -> Any: ...
 
 
-def discover() -> dict[str, Loadable]:
-    """The installed reproductions: command name → entry point, in the :data:`ENTRY_POINT_GROUP` group."""
-    return {point.name: point for point in entry_points(group=ENTRY_POINT_GROUP)}
+def discover() -> dict[str, _Loadable]:
+    """The installed reproductions: command name → entry point, in the :data:`_ENTRY_POINT_GROUP` group."""
+    return {point.name: point for point in entry_points(group=_ENTRY_POINT_GROUP)}
 
 
 class ReproduceGroup(click.Group):
@@ -58,7 +58,7 @@ class ReproduceGroup(click.Group):
         command = found.load()
         if not isinstance(command, click.Command):
             raise BoltzlabError(
-                f"the {ENTRY_POINT_GROUP} plugin {cmd_name!r} is not a click command "
+                f"the {_ENTRY_POINT_GROUP} plugin {cmd_name!r} is not a click command "
                 f"(got {type(command).__name__})"
             )
         return command

@@ -21,9 +21,9 @@ from boltzlab.training.state import TrainResult
 __all__ = []
 
 #: Chains (and training examples beside them) drawn in ``plots/samples.png``.
-N_SHOWN_SAMPLES = 64
+_N_SHOWN_SAMPLES = 64
 
-TENSORBOARD_DIR = "tensorboard"
+_TENSORBOARD_DIR = "tensorboard"
 TENSORBOARD_HELP = (
     "Log scalars, sample images and weight histograms for TensorBoard to DIR "
     "(default RUN_DIR/tensorboard); needs pip install 'boltzlab[tensorboard]'."
@@ -35,7 +35,7 @@ def tensorboard_dir(value: str | None, out: Path) -> Path | None:
     given without a directory."""
     if value is None:
         return None
-    return Path(value) if value else out / TENSORBOARD_DIR
+    return Path(value) if value else out / _TENSORBOARD_DIR
 
 
 def tensorboard_callbacks(
@@ -81,8 +81,8 @@ def write_plots(
     ]
     if samples is not None:
         figure = samples_figure(
-            samples[:N_SHOWN_SAMPLES].cpu(),
-            data=dataset.train[:N_SHOWN_SAMPLES],
+            samples[:_N_SHOWN_SAMPLES].cpu(),
+            data=dataset.train[:_N_SHOWN_SAMPLES],
             image_shape=dataset.image_shape,
             title=samples_title,
         )

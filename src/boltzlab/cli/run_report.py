@@ -1,6 +1,6 @@
 """What goes on a run's ``report.html``: read a run directory, fill the page's sections.
 
-:func:`build_report` reads what ``boltzlab train``, ``demo`` and ``evaluate --out`` leave in a
+:func:`_build_report` reads what ``boltzlab train``, ``demo`` and ``evaluate --out`` leave in a
 directory (docs/architecture.md, "Command line") — ``config.toml``, ``metrics.csv``,
 ``model.safetensors``, ``plots/*.png``, ``evaluation.json`` — and fills six sections in a fixed
 order: configuration, training curves, samples, tempering, log Z and log-likelihood, timings
@@ -10,7 +10,7 @@ bad file never costs the rest of the page. :func:`write_report` renders it with
 :mod:`boltzlab.plotting.report_page`.
 
 Two things are drawn afresh from the saved model when the directory does not hold them,
-each within :data:`REGENERATE_BUDGET` multiply-adds (about a second on one core) so a report
+each within :data:`_REGENERATE_BUDGET` multiply-adds (about a second on one core) so a report
 never turns into a long computation: a sample grid when ``plots/samples.png`` is missing,
 and, for a run trained with a tempered algorithm, a short run of the matching sampler
 (pt → pt, ast → ast, cast → cast, trans-sap → tt) for its temperature trajectories or swap
@@ -61,11 +61,11 @@ from boltzlab.training.state import TrainRecord
 
 __all__ = ["SECTION_KEYS"]
 
-REPORT_FILE = "report.html"
+_REPORT_FILE = "report.html"
 # The six sections every report has, in order (their HTML ids).
 SECTION_KEYS = ("configuration", "training", "samples", "tempering", "log-z", "timings")
 # Most multiply-adds (weights × chain-sweeps) spent redrawing samples or a tempered run.
-REGENERATE_BUDGET = 2e9
+_REGENERATE_BUDGET = 2e9
 # Training algorithm → the sampler that moves chains the same way.
 _TEMPERED_SAMPLERS = {"pt": "pt", "ast": "ast", "cast": "cast", "trans-sap": "tt"}
 _SAMPLE_CHAINS, _SAMPLE_SWEEPS = 64, 1000
@@ -81,9 +81,9 @@ def _file_image(path: Path, caption: str, max_width: int = 1000) -> Image | None
 
 
 def _sweeps_within_budget(model: Any, chains: int, sweeps: int) -> int:
-    """``sweeps`` cut so ``weights × chains × sweeps`` stays within :data:`REGENERATE_BUDGET`."""
+    """``sweeps`` cut so ``weights × chains × sweeps`` stays within :data:`_REGENERATE_BUDGET`."""
     weights = sum(parameter.numel() for parameter in model.parameters())
-    return min(sweeps, int(REGENERATE_BUDGET // max(1, weights * chains)))
+    return min(sweeps, int(_REGENERATE_BUDGET // max(1, weights * chains)))
 
 
 def _configuration(config: dict[str, Any] | None, config_error: str | None, model: Any) -> Section:
@@ -279,7 +279,7 @@ def _read(reader: Any, path: Path) -> tuple[Any, str | None]:
         return None, " ".join(str(error).split())
 
 
-def build_report(run_dir: str | Path, *, seed: int = 0) -> ReportPage:
+def _build_report(run_dir: str | Path, *, seed: int = 0) -> ReportPage:
     """The report page of the run in ``run_dir`` (module docstring).
 
     Parameters
@@ -330,5 +330,5 @@ def write_report(run_dir: str | Path, *, seed: int = 0, out: str | Path | None =
     Under torchrun only rank 0 calls it, so whatever it samples runs unsharded (``distributed.local``).
     """
     with distributed.local():
-        page = build_report(run_dir, seed=seed)
-    return write_page(page, Path(run_dir) / REPORT_FILE if out is None else out)
+        page = _build_report(run_dir, seed=seed)
+    return write_page(page, Path(run_dir) / _REPORT_FILE if out is None else out)

@@ -20,7 +20,7 @@ the placed ladder's size and hottest level for st, ast and cast.
 model file, or ``--trajectory PATH``), and its figure shows swap acceptance per pair of
 snapshots.
 
-``--json`` prints one JSON object on stdout instead of the lines (:func:`sample_record`): the
+``--json`` prints one JSON object on stdout instead of the lines (:func:`_sample_record`): the
 files written, the samples' shape, sampler, operator, settings, seed, timing, the verdict and
 the sampler's diagnostics; the progress bar stays on stderr.
 """
@@ -86,10 +86,10 @@ def ladder_options(sampler: str, levels: int | None, low: float | None) -> dict[
     return {"ladder": ladders.uniform(_DEFAULT_LEVELS if levels is None else levels, low=low)}
 
 
-def describe_summary(summary: Any) -> str:
+def _describe_summary(summary: Any) -> str:
     """One line on a tempered run: acceptance, occupancy, round trips or exchanges."""
     if isinstance(summary, CASTSummary):
-        return f"fast chains: {describe_summary(summary.fast)}; {summary.n_exchanges} exchanges (lag {summary.lag})"
+        return f"fast chains: {_describe_summary(summary.fast)}; {summary.n_exchanges} exchanges (lag {summary.lag})"
     if isinstance(summary, SimulatedTemperingSummary):
         occupancy = summary.occupancy
         return (
@@ -112,7 +112,7 @@ def describe_summary(summary: Any) -> str:
     return f"summary: {type(summary).__name__}"
 
 
-def describe_adaptation(adaptation: Any) -> str:
+def _describe_adaptation(adaptation: Any) -> str:
     """One line on how a frozen tempered sampler learnt its level weights, and at what cost."""
     state = "balanced" if adaptation.converged else "NOT balanced (the verdict below says more)"
     return (
@@ -122,7 +122,7 @@ def describe_adaptation(adaptation: Any) -> str:
     )
 
 
-def summary_diagnostics(summary: Any) -> dict[str, Any]:
+def _summary_diagnostics(summary: Any) -> dict[str, Any]:
     """A tempered run's summary for ``--json``: its scalars (acceptance rate, round trips,
     exchanges, ...) and its per-level or per-pair vectors (swap acceptance, occupancy, β, ...),
     and those of a summary it holds (CAST's ``fast.``), one level down; 2-D histories are left out."""
@@ -142,7 +142,7 @@ def summary_diagnostics(summary: Any) -> dict[str, Any]:
 
 
 def _adaptation_record(adaptation: Any) -> dict[str, Any] | None:
-    """What :func:`describe_adaptation` says, as fields."""
+    """What :func:`_describe_adaptation` says, as fields."""
     if adaptation is None:
         return None
     return {
@@ -156,7 +156,7 @@ def _adaptation_record(adaptation: Any) -> dict[str, Any] | None:
     }
 
 
-def sample_record(
+def _sample_record(
     model_path: Path,
     settings: dict[str, Any],
     *,
@@ -195,8 +195,8 @@ def sample_record(
         "reliable": True if result is None else bool(result.reliable),
         "warnings": [] if result is None else list(result.warnings),
         "flip_rate": flip_rate,
-        "summary": None if summary is None else describe_summary(summary),
-        "diagnostics": summary_diagnostics(summary),
+        "summary": None if summary is None else _describe_summary(summary),
+        "diagnostics": _summary_diagnostics(summary),
         "adaptation": None
         if result is None
         else _adaptation_record(getattr(result.info, "adaptation", None)),
@@ -358,7 +358,7 @@ def sample(model_path: Path, as_json: bool, **options: Any) -> None:
         samples, flip_rate, summary = result.samples, None, result.info.summary
         adaptation = getattr(result.info, "adaptation", None)
         if adaptation is not None:
-            echo(describe_adaptation(adaptation))
+            echo(_describe_adaptation(adaptation))
     seconds = time.perf_counter() - started
     if samples is None:
         raise ValidationError(f"the {options['sampler']} sampler kept no samples; check --keep-every")
@@ -380,7 +380,7 @@ def sample(model_path: Path, as_json: bool, **options: Any) -> None:
         written.append(save_figure(temperatures, out.with_name(f"{out.stem}-temperatures.png")))
     if as_json:
         echo_json(
-            sample_record(
+            _sample_record(
                 model_path,
                 {
                     **{
@@ -404,7 +404,7 @@ def sample(model_path: Path, as_json: bool, **options: Any) -> None:
         )
         return
     if summary is not None:
-        click.echo(f"{sampler}: {describe_summary(summary)}")
+        click.echo(f"{sampler}: {_describe_summary(summary)}")
         if result.reliable:
             click.echo("verdict: reliable (no diagnostic found a problem)")
         else:

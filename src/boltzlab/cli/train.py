@@ -85,7 +85,7 @@ _PRETRAIN_UPDATES = 1000
 _TRACK_AIS = {"n_chains": 100, "n_temperatures": 1000}
 
 
-def algorithm_name(algorithm: str) -> str:
+def _algorithm_name(algorithm: str) -> str:
     """The trainer's name of ``--algorithm`` (``sap`` → ``pcd``)."""
     return PHASE_ALIASES.get(algorithm.lower(), algorithm)
 
@@ -107,7 +107,7 @@ def parse_layers(text: str | None, n_visible: int) -> tuple[int, ...]:
     return sizes
 
 
-def check_model_options(options: dict[str, Any]) -> None:
+def _check_model_options(options: dict[str, Any]) -> None:
     """Refuse flags that do not fit ``--model``, naming them."""
     kind = options["model"]
     if kind not in _MODELS:
@@ -124,7 +124,7 @@ def check_model_options(options: dict[str, Any]) -> None:
         raise ValidationError("--track-exact-every applies to RBMs; use --track-bound-every for a DBM")
 
 
-def build_dbm(options: dict[str, Any], dataset: datasets.Dataset, generator: torch.Generator) -> DBM:
+def _build_dbm(options: dict[str, Any], dataset: datasets.Dataset, generator: torch.Generator) -> DBM:
     """A random or greedily pretrained DBM with the sizes of ``--layers``."""
     sizes = parse_layers(options["layers"], dataset.n_visible)
     dtype = _DTYPES[options["dtype"]]
@@ -144,7 +144,7 @@ def build_dbm(options: dict[str, Any], dataset: datasets.Dataset, generator: tor
     ).dbm
 
 
-def bound_callbacks(model: Any, every: int | None) -> list[Any]:
+def _bound_callbacks(model: Any, every: int | None) -> list[Any]:
     """The variational-bound tracker of a DBM (exact log Z when enumerable, else AIS)."""
     if every is None:
         return []
@@ -162,7 +162,7 @@ def algorithm_params(algorithm: str, options: dict[str, Any]) -> dict[str, Any]:
     """``algorithm_params`` for ``train`` from the flags; refuses unknown algorithms and flags
     that the algorithm does not use, naming both."""
     known = available_phases()
-    algorithm = algorithm_name(algorithm)
+    algorithm = _algorithm_name(algorithm)
     if algorithm not in known:
         raise ValidationError(
             f"--algorithm must be one of {', '.join(known)} (or sap = pcd), got {algorithm!r}"
@@ -218,7 +218,7 @@ def data_metadata(dataset: datasets.Dataset) -> dict[str, Any]:
     }
 
 
-def last_metrics(result: boltzlab.TrainResult) -> str:
+def _last_metrics(result: boltzlab.TrainResult) -> str:
     """The newest value of each metric in the history, e.g. ``train log-lik -18.2``."""
     shown = []
     for name, label in (
@@ -378,7 +378,7 @@ def train(**options: Any) -> None:
     # Long because it is the command's steps in the order of a run (options, data, model, training,
     # files, report); each is a call.
     ctx = click.get_current_context()
-    check_model_options(options)
+    _check_model_options(options)
     check_data_parallel_algorithm(options["algorithm"])  # before anything is written
     options["epochs"], options["updates"] = run_length(ctx, options["epochs"], options["updates"])
     out: Path = options["out"]
@@ -396,7 +396,7 @@ def train(**options: Any) -> None:
 
     model_generator, train_generator = spawn(make_generator(options["seed"]), 2)
     if options["model"] == "dbm":
-        model: Any = build_dbm(options, dataset, model_generator)
+        model: Any = _build_dbm(options, dataset, model_generator)
         shape = f"DBM {'-'.join(str(size) for size in model.layer_sizes)}"
     else:
         model = RBM(
@@ -429,7 +429,7 @@ def train(**options: Any) -> None:
     result = train_model(
         model,
         dataset.train,
-        algorithm=algorithm_name(options["algorithm"]),
+        algorithm=_algorithm_name(options["algorithm"]),
         algorithm_params=phase_params,
         operator=options["operator"],
         operator_params=params,
@@ -446,7 +446,7 @@ def train(**options: Any) -> None:
         validation_data=held_out,
         track_exact_every=options["track_exact_every"],
         log_every=options["log_every"],
-        callbacks=bound_callbacks(model, options["track_bound_every"]) + logger,
+        callbacks=_bound_callbacks(model, options["track_bound_every"]) + logger,
         metrics_path=out / "metrics.csv",
         checkpoint_dir=checkpoints,
         checkpoint_every=options["checkpoint_every"],
@@ -484,7 +484,7 @@ def train(**options: Any) -> None:
         held_out_label=held_out_label,
         title=f"{shape} on {dataset.name}, {options['algorithm']}-{options['k']}, {options['operator']}",
     )
-    click.echo(f"trained to update {result.n_updates} in {format_seconds(elapsed)}: {last_metrics(result)}")
+    click.echo(f"trained to update {result.n_updates} in {format_seconds(elapsed)}: {_last_metrics(result)}")
     if logger:
         written.append(tensorboard_dir(options["tensorboard"], out))
     written += finish_report(out, seed=options["seed"])

@@ -16,7 +16,7 @@ from boltzlab.errors import DataError, ValidationError
 
 __all__ = ["guess_format"]
 
-FORMATS = ("npz", "npy", "idx", "svmlight", "text", "hdf5")
+_FORMATS = ("npz", "npy", "idx", "svmlight", "text", "hdf5")
 
 
 def guess_format(path: Path) -> str:
@@ -39,7 +39,7 @@ def guess_format(path: Path) -> str:
     raise DataError(
         f"{path}: cannot tell the format from the file name; expected .npz, .npy, .csv, .tsv, .txt, .h5, .hdf5, "
         f"an IDX name (*-ubyte, *.idx*) or a svmlight name (.svm, .libsvm, .svmlight), optionally .gz; "
-        f"pass format= one of {', '.join(FORMATS)}"
+        f"pass format= one of {', '.join(_FORMATS)}"
     )
 
 
@@ -57,8 +57,8 @@ def load_path(
     if path.is_dir():
         raise DataError(f"{path}: is a folder; pass a file, or a dataset name with root={str(path)!r}")
     file_format = format if format is not None else guess_format(path)
-    if file_format not in FORMATS:
-        raise ValidationError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+    if file_format not in _FORMATS:
+        raise ValidationError(f"format must be one of {', '.join(_FORMATS)}, got {format!r}")
     if n_features is not None and file_format != "svmlight":
         raise ValidationError(f"n_features applies to svmlight files only, not {file_format} ({path})")
     if data_key is not None and file_format != "hdf5":

@@ -20,7 +20,7 @@ __all__ = ["DIGITS_SPLIT_SEED", "load_digits"]
 # Seed of the fixed permutation that splits scikit-learn's 1797 digits into 1497 train and
 # 300 test examples (numpy.random.default_rng(DIGITS_SPLIT_SEED).permutation).
 DIGITS_SPLIT_SEED = 1797
-DIGITS_N_TEST = 300
+_DIGITS_N_TEST = 300
 
 
 def load_digits(*, root: Any, generator: Any) -> Dataset:
@@ -30,7 +30,7 @@ def load_digits(*, root: Any, generator: Any) -> Dataset:
     bunch = load_digits()
     images = np.asarray(bunch.data, dtype=np.float32)
     permutation = np.random.default_rng(DIGITS_SPLIT_SEED).permutation(len(images))
-    test_index, train_index = permutation[:DIGITS_N_TEST], permutation[DIGITS_N_TEST:]
+    test_index, train_index = permutation[:_DIGITS_N_TEST], permutation[_DIGITS_N_TEST:]
     binary = readers.binarize(images / 16.0)
     labels = torch.from_numpy(np.asarray(bunch.target, dtype=np.int64))
     return Dataset(

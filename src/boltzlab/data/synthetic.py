@@ -28,7 +28,7 @@ __all__ = ["ModeSamples", "artificial_mode_patterns", "artificial_modes", "bars_
 
 # 2 * 2^16 - 2 = 131070 patterns of 256 pixels (134 MB as float32); larger sizes are not a
 # dataset anyone enumerates.
-MAX_BARS_AND_STRIPES_SIZE = 16
+_MAX_BARS_AND_STRIPES_SIZE = 16
 
 # The four modes, 4x4 images in row-major order (see artificial_mode_patterns).
 _ARTIFICIAL_MODES = (
@@ -61,7 +61,7 @@ def bars_and_stripes(size: int = 4) -> Tensor:
     Parameters
     ----------
     size : int, default 4
-        Side of the square image, 1 to :data:`MAX_BARS_AND_STRIPES_SIZE`.
+        Side of the square image, 1 to :data:`_MAX_BARS_AND_STRIPES_SIZE`.
 
     Returns
     -------
@@ -77,9 +77,9 @@ def bars_and_stripes(size: int = 4) -> Tensor:
     torch.Size([14, 9])
     """
     size = check_positive_int(size, "size")
-    if size > MAX_BARS_AND_STRIPES_SIZE:
+    if size > _MAX_BARS_AND_STRIPES_SIZE:
         raise ValidationError(
-            f"size must be at most {MAX_BARS_AND_STRIPES_SIZE} (2 * 2^size - 2 patterns), got {size}"
+            f"size must be at most {_MAX_BARS_AND_STRIPES_SIZE} (2 * 2^size - 2 patterns), got {size}"
         )
     codes = torch.arange(2**size, dtype=torch.int64)
     # bits[k, i] = bit i of code k: which rows (stripes) or columns (bars) are on.

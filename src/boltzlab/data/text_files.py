@@ -36,7 +36,7 @@ from boltzlab.errors import DataError
 
 __all__ = ["TextData", "read_text"]
 
-LABEL_COLUMNS = ("label", "y", "target")
+_LABEL_COLUMNS = ("label", "y", "target")
 # None means runs of whitespace; the order breaks ties (a tab file also splits on whitespace).
 _DELIMITERS: tuple[str | None, ...] = ("\t", ",", ";", None)
 _DELIMITER_NAMES = {"\t": "tab", ",": "comma", ";": "semicolon", None: "whitespace"}
@@ -247,11 +247,11 @@ def _detect_delimiter(sample: list[str]) -> str | None:
 def _label_column(path: Path, header: tuple[str, ...] | None) -> int | None:
     if header is None:
         return None
-    found = [j for j, name in enumerate(header) if name.strip().lower() in LABEL_COLUMNS]
+    found = [j for j, name in enumerate(header) if name.strip().lower() in _LABEL_COLUMNS]
     if len(found) > 1:
         raise DataError(
             f"{path}: the header names several label columns ({', '.join(header[j] for j in found)}); "
-            f"keep one column named {' or '.join(LABEL_COLUMNS)}"
+            f"keep one column named {' or '.join(_LABEL_COLUMNS)}"
         )
     return found[0] if found else None
 

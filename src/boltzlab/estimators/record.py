@@ -97,13 +97,14 @@ class EstimatorRecord:
     shards : bool
         Its chains (or examples) are split over the processes of a ``torchrun`` group.
     options : type, optional
-        The frozen dataclass of the options it takes besides ``model`` and ``generator``, where
-        they are not spelled out in ``run``'s signature (the tempered families'
-        :class:`~boltzlab.estimators.tempered.budget.TemperedOptions`); its fields are the
-        option names, its ``from_given`` checks them once.
+        The frozen dataclass of the options it takes besides ``model`` and ``generator`` (the
+        tempered families' :class:`~boltzlab.estimators.tempered.budget.TemperedOptions`, the
+        annealing family's :class:`~boltzlab.estimators.annealing.options.AISOptions`, ...),
+        needed where ``run``'s signature does not spell them out (``**options``); its fields
+        are the option names, its ``from_given`` checks them once.
     passes_on : str or callable, optional
-        The method (anchored AIS: ``"ais"``) or function (RAISE: ``raise_log_likelihood``)
-        whose options it also takes and hands on.
+        The method or function whose options it also takes and hands on, where no ``options``
+        class lists them.
     checks : callable, optional
         The family's checks of a result (:data:`FamilyChecks`); the verdict runs them after
         the standard-error check and before the lower bound.

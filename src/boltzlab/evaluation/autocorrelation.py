@@ -60,9 +60,9 @@ __all__ = [
     "integrated_autocorrelation_time",
 ]
 
-METHODS = ("sokal", "ar")
+_METHODS = ("sokal", "ar")
 # emcee's rule of thumb: below 50 τ steps per chain, τ itself is poorly estimated.
-MIN_STEPS_PER_TAU = 50.0
+_MIN_STEPS_PER_TAU = 50.0
 
 
 class ShortChainWarning(UserWarning):
@@ -305,8 +305,8 @@ def integrated_autocorrelation_time(
     >>> round(integrated_autocorrelation_time(noise).tau, 1)
     1.0
     """
-    if method not in METHODS:
-        raise ValidationError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if method not in _METHODS:
+        raise ValidationError(f"method must be one of {', '.join(_METHODS)}, got {method!r}")
     if isinstance(c, bool) or not isinstance(c, (int, float)) or not c > 0:
         raise ValidationError(f"c must be a positive number, got {c!r}")
     series = _as_series(x)
@@ -350,14 +350,14 @@ def integrated_autocorrelation_time(
         converged = True
     # A τ ≤ 0 is impossible for a stationary series (its sample mean would have no variance);
     # Sokal's sum gives one when noise at long lags dominates a too-short chain.
-    reliable = bool(converged and math.isfinite(tau) and tau > 0 and n_steps >= MIN_STEPS_PER_TAU * tau)
+    reliable = bool(converged and math.isfinite(tau) and tau > 0 and n_steps >= _MIN_STEPS_PER_TAU * tau)
     if warn and not reliable:
         if not converged:
             reason = f"Sokal's window did not close within {n_steps - 1} lags"
         elif not tau > 0:
             reason = "the summed autocorrelations are not positive (noise dominates)"
         else:
-            reason = f"{n_steps} steps per chain is less than {MIN_STEPS_PER_TAU:g}·τ = {MIN_STEPS_PER_TAU * tau:.0f}"
+            reason = f"{n_steps} steps per chain is less than {_MIN_STEPS_PER_TAU:g}·τ = {_MIN_STEPS_PER_TAU * tau:.0f}"
         warnings.warn(
             f"autocorrelation time τ ≈ {tau:.3g} ({method}) is unreliable: {reason}; run longer chains",
             ShortChainWarning,

@@ -75,7 +75,7 @@ class ModelKind:
 
 
 # The optional tensor of a model's witness rows, the one tensor not in the model's float dtype.
-WITNESS_TENSOR = "witness"
+_WITNESS_TENSOR = "witness"
 
 # Filled by each model module when it is imported (``import boltzlab`` imports them all),
 # so a new model kind is one call in its own module and io never imports a model.
@@ -145,7 +145,7 @@ def save_model(model: nn.Module, path: str | Path, *, metadata: Mapping[str, Any
             )
     witness = getattr(model, "witness_bits", None)
     if witness is not None:
-        tensors[WITNESS_TENSOR] = cpu_copies({WITNESS_TENSOR: witness}, "witness rows")[WITNESS_TENSOR]
+        tensors[_WITNESS_TENSOR] = cpu_copies({_WITNESS_TENSOR: witness}, "witness rows")[_WITNESS_TENSOR]
     header = {
         "format": MODEL_FORMAT,
         "format_version": str(MODEL_FORMAT_VERSION),
@@ -295,7 +295,7 @@ def load_model(
     if witness is not None:
         if not hasattr(model, "set_witness_bits"):
             raise refuse(
-                path, what, f"unexpected tensor {WITNESS_TENSOR!r}: a {kind.name} keeps no witness rows"
+                path, what, f"unexpected tensor {_WITNESS_TENSOR!r}: a {kind.name} keeps no witness rows"
             )
         try:
             model.set_witness_bits(witness)
@@ -306,14 +306,14 @@ def load_model(
 
 def _take_witness(path: Path, tensors: dict[str, Tensor], declared: dict[str, Any]) -> Tensor | None:
     """Remove the witness rows from ``tensors`` and ``declared`` (checked against each other)."""
-    if WITNESS_TENSOR not in tensors:
+    if _WITNESS_TENSOR not in tensors:
         return None
-    witness = tensors.pop(WITNESS_TENSOR)
-    recorded = declared.pop(WITNESS_TENSOR, None)
+    witness = tensors.pop(_WITNESS_TENSOR)
+    recorded = declared.pop(_WITNESS_TENSOR, None)
     if not isinstance(recorded, list) or tuple(recorded) != tuple(witness.shape):
         raise refuse(
             path,
             "model file",
-            f"its 'shapes' entry records {WITNESS_TENSOR!r} as {short(recorded)}, unlike the tensor",
+            f"its 'shapes' entry records {_WITNESS_TENSOR!r} as {short(recorded)}, unlike the tensor",
         )
     return witness

@@ -33,7 +33,7 @@ from boltzlab.validation import as_binary_tensor, check_positive_int, require
 __all__ = ["BaseRateModel", "UniformHiddenBase"]
 
 
-def base_rate_logits(data: Any, n_visible: int, *, smoothing: float, device: torch.device) -> Tensor:
+def _base_rate_logits(data: Any, n_visible: int, *, smoothing: float, device: torch.device) -> Tensor:
     """``logit(p̄)`` with ``p̄ = (1 − smoothing)·mean(data) + smoothing/2``; float64, ``(n_visible,)``.
 
     The smoothing keeps every marginal inside (0, 1), so every logit is finite; it changes the
@@ -138,7 +138,7 @@ class BaseRateModel(UniformHiddenBase):
             estimates without ``check_data`` then say ``"unchecked"``. A model with no
             certified bound (a DBM) keeps none: nothing would use them.
         """
-        logits = base_rate_logits(data, self.layer_sizes[0], smoothing=smoothing, device=self.device)
+        logits = _base_rate_logits(data, self.layer_sizes[0], smoothing=smoothing, device=self.device)
         if isinstance(self, WitnessRows):
             self.set_witness(data, n_rows=witness_rows)
         with torch.no_grad():

@@ -50,7 +50,7 @@ class ModelFile:
         return model
 
 
-def attribute_tensors(*names: str) -> Callable[[Any], dict[str, Tensor]]:
+def _attribute_tensors(*names: str) -> Callable[[Any], dict[str, Tensor]]:
     """A kind's ``tensors(model)``: the model's attributes ``names``, by name."""
 
     def tensors(model: Any) -> dict[str, Tensor]:
@@ -59,7 +59,7 @@ def attribute_tensors(*names: str) -> Callable[[Any], dict[str, Tensor]]:
     return tensors
 
 
-def copy_buffers(
+def _copy_buffers(
     model: nn.Module,
     tensors: dict[str, Tensor],
     names: tuple[str, ...],
@@ -76,7 +76,7 @@ def copy_buffers(
             getattr(model, name).copy_(tensors[name].to(device=device, dtype=dtype))
 
 
-def build_bipartite(
+def _build_bipartite(
     model_class: type[Any],
     tensors: dict[str, Tensor],
     buffers: tuple[str, ...],
@@ -92,11 +92,11 @@ def build_bipartite(
         dtype=dtype,
         device=device,
     )
-    copy_buffers(model, tensors, buffers, dtype=dtype, device=device)
+    _copy_buffers(model, tensors, buffers, dtype=dtype, device=device)
     return model
 
 
-def bipartite_expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+def _bipartite_expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
     """Names and shapes of an RBM file, sized by its ``weights`` tensor (``ValueError`` if absent)."""
     weights = shapes.get("weights")
     if weights is None:
@@ -122,7 +122,7 @@ def _bipartite_kind(
     expected_shapes: Callable[[dict[str, tuple[int, ...]]], dict[str, tuple[int, ...]]],
     check: Callable[[dict[str, Tensor]], None] | None = None,
 ) -> ModelKind:
-    """A two-layer kind: weights, biases and ``buffers``, rebuilt by :func:`build_bipartite`.
+    """A two-layer kind: weights, biases and ``buffers``, rebuilt by :func:`_build_bipartite`.
 
     ``check(tensors)``, when given, refuses a file's tensors before the model is built.
     """
@@ -130,12 +130,12 @@ def _bipartite_kind(
     def build(tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.device) -> Any:
         if check is not None:
             check(tensors)
-        return build_bipartite(model_class, tensors, buffers, dtype=dtype, device=device)
+        return _build_bipartite(model_class, tensors, buffers, dtype=dtype, device=device)
 
     return ModelKind(
         name=name,
         model_class=model_class,
-        tensors=attribute_tensors(*_BIPARTITE_PARAMETERS, *buffers),
+        tensors=_attribute_tensors(*_BIPARTITE_PARAMETERS, *buffers),
         expected_shapes=expected_shapes,
         build=build,
     )
@@ -143,7 +143,7 @@ def _bipartite_kind(
 
 def rbm_kind(model_class: type[Any]) -> ModelKind:
     """The ``"rbm"`` file kind: weights, biases and ``base_logits``, rebuilt as ``model_class``."""
-    return _bipartite_kind("rbm", model_class, ("base_logits",), bipartite_expected_shapes)
+    return _bipartite_kind("rbm", model_class, ("base_logits",), _bipartite_expected_shapes)
 
 
 def gaussian_rbm_kind(model_class: type[Any]) -> ModelKind:
@@ -155,7 +155,7 @@ def gaussian_rbm_kind(model_class: type[Any]) -> ModelKind:
     buffers = ("log_std", "base_mean", "base_std")
 
     def expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
-        expected = bipartite_expected_shapes(shapes)
+        expected = _bipartite_expected_shapes(shapes)
         del expected["base_logits"]
         expected.update(dict.fromkeys(buffers, expected["visible_bias"]))
         return expected
@@ -175,7 +175,7 @@ def _dbm_tensors(model: Any) -> dict[str, Tensor]:
     return tensors
 
 
-def dbm_expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+def _dbm_expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
     """Names and shapes of a DBM file, ``weights.0, weights.1, …``, ``biases.0, …``, ``base_logits``.
 
     The number of layers is read from the file: ``weights.0, weights.1, …`` up to the first
@@ -213,13 +213,13 @@ def dbm_kind(model_class: type[Any]) -> ModelKind:
             dtype=dtype,
             device=device,
         )
-        copy_buffers(model, tensors, ("base_logits",), dtype=dtype, device=device)
+        _copy_buffers(model, tensors, ("base_logits",), dtype=dtype, device=device)
         return model
 
     return ModelKind(
         name="dbm",
         model_class=model_class,
         tensors=_dbm_tensors,
-        expected_shapes=dbm_expected_shapes,
+        expected_shapes=_dbm_expected_shapes,
         build=build,
     )

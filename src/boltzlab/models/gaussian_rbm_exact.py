@@ -30,7 +30,7 @@ from boltzlab.validation import check_positive_int, require
 __all__ = ["GaussianParameters64", "HiddenQuadraticForm"]
 
 #: Exact enumeration of the hidden layer: 2^30 states is already minutes of work.
-MAX_ENUMERATED_HIDDEN = 30
+_MAX_ENUMERATED_HIDDEN = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,13 +125,13 @@ def enumerate_hidden_log_f(
 
     States in the order of :func:`~boltzlab.models.rbm.all_binary_states`, made on the
     parameters' device in chunks of ``chunk_states`` (default about 32 MB of work space).
-    The chunks' ``logsumexp`` is ``log Z(β)``. At most :data:`MAX_ENUMERATED_HIDDEN` hidden
+    The chunks' ``logsumexp`` is ``log Z(β)``. At most :data:`_MAX_ENUMERATED_HIDDEN` hidden
     units, checked before any work is done.
     """
     n_hidden = parameters.weights.shape[1]
     require(
-        n_hidden <= MAX_ENUMERATED_HIDDEN,
-        f"exact enumeration needs n_hidden <= {MAX_ENUMERATED_HIDDEN}, got {n_hidden}",
+        n_hidden <= _MAX_ENUMERATED_HIDDEN,
+        f"exact enumeration needs n_hidden <= {_MAX_ENUMERATED_HIDDEN}, got {n_hidden}",
     )
     quadratic = hidden_quadratic_form(parameters, beta)
     if chunk_states is None:

@@ -18,7 +18,7 @@ tests).
 
 **Exact draws of t at any β** come from rejection sampling: for ``0 ≤ β ≤ 1``,
 ``(Σ_c q_c)^β ≤ Σ_c q_c^β`` (the power is subadditive), and each ``q_c^β`` times the base
-factor is a Gaussian bump in ``t`` (:func:`tempered_bumps`), so the bumps' mixture is an
+factor is a Gaussian bump in ``t`` (:func:`_tempered_bumps`), so the bumps' mixture is an
 envelope with acceptance probability at least ``1/C`` (exactly 1 at β = 1, where the
 envelope is the mixture).
 """
@@ -115,7 +115,7 @@ class Bumps:
     precision: float
 
 
-def tempered_bumps(parameters: MixtureParameters, beta: float) -> Bumps:
+def _tempered_bumps(parameters: MixtureParameters, beta: float) -> Bumps:
     """The :class:`Bumps` of the ``t``-integrand at ``beta`` in [0, 1]."""
     variance = parameters.component_std**2
     precision = float(parameters.precision(beta))
@@ -132,7 +132,7 @@ def tempered_bumps(parameters: MixtureParameters, beta: float) -> Bumps:
 
 def _quadrature_grid(parameters: MixtureParameters, beta: float) -> tuple[Tensor, float]:
     """Equispaced ``t`` nodes (float64, on the parameters' device) and their spacing."""
-    bumps = tempered_bumps(parameters, beta)
+    bumps = _tempered_bumps(parameters, beta)
     standard_deviation = bumps.precision**-0.5
     spacing = standard_deviation / _POINTS_PER_STANDARD_DEVIATION
     positions = parameters.positions
@@ -180,7 +180,7 @@ def sample_line_coordinates(
     parameters' device.
     """
     device = parameters.positions.device
-    bumps = tempered_bumps(parameters, beta)
+    bumps = _tempered_bumps(parameters, beta)
     centres, log_masses, precision = bumps.centres, bumps.log_masses, bumps.precision
     probabilities = torch.softmax(log_masses, 0)
     n_components = parameters.positions.shape[0]

@@ -27,7 +27,7 @@ checkpoints the same way).
 ``n_points`` and ``metadata`` (JSON). Writes are atomic (:func:`boltzlab.io.write_atomic`);
 reads never unpickle and check every shape, dtype and value first. A run directory keeps it
 beside ``model.safetensors`` (``boltzlab train``) or in ``checkpoints/`` (``bl.train`` with a
-``checkpoint_dir``); :func:`resolve_trajectory_path` looks in both.
+``checkpoint_dir``); :func:`_resolve_trajectory_path` looks in both.
 
 :func:`as_trajectory` reads whatever an estimator or sampler is given as ``trajectory=``: a
 :class:`Trajectory`, its file, a run directory, or model files and RBMs in training order.
@@ -72,8 +72,8 @@ __all__ = [
 ]
 
 TRAJECTORY_FILE = "trajectory.safetensors"
-TRAJECTORY_FORMAT = "boltzlab-trajectory"
-TRAJECTORY_FORMAT_VERSION = 1
+_TRAJECTORY_FORMAT = "boltzlab-trajectory"
+_TRAJECTORY_FORMAT_VERSION = 1
 
 #: Update index of an anchor that :meth:`Trajectory.from_snapshots` prepended (not a training state).
 ANCHOR_UPDATE = -1
@@ -510,7 +510,7 @@ def save_trajectory(trajectory: Trajectory, path: str | Path) -> Path:
     in which case the file is ``path/trajectory.safetensors``. The tensors are written in
     their own dtype, so :func:`load_trajectory` gives them back bit for bit.
     """
-    target = resolve_trajectory_path(path, for_writing=True)
+    target = _resolve_trajectory_path(path, for_writing=True)
     try:
         metadata_text = json.dumps(trajectory.metadata, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as error:
@@ -528,8 +528,8 @@ def save_trajectory(trajectory: Trajectory, path: str | Path) -> Path:
         tensors["base_logits"] = trajectory.base_logits
     payload = {name: tensor.detach().to("cpu", copy=True).contiguous() for name, tensor in tensors.items()}
     header = {
-        "format": TRAJECTORY_FORMAT,
-        "format_version": str(TRAJECTORY_FORMAT_VERSION),
+        "format": _TRAJECTORY_FORMAT,
+        "format_version": str(_TRAJECTORY_FORMAT_VERSION),
         "n_points": str(trajectory.n_points),
         "metadata": metadata_text,
     }
@@ -550,7 +550,7 @@ def load_trajectory(
         tensors, inconsistent shapes, wrong dtypes, NaN/inf, update indices that do not
         increase, or a first point with weights; the message names the file and the problem.
     """
-    source = resolve_trajectory_path(path, for_writing=False)
+    source = _resolve_trajectory_path(path, for_writing=False)
     tensors, header = _read_trajectory_file(source)
     try:
         trajectory = Trajectory(
@@ -568,7 +568,7 @@ def load_trajectory(
     return trajectory
 
 
-def resolve_trajectory_path(path: str | Path, *, for_writing: bool) -> Path:
+def _resolve_trajectory_path(path: str | Path, *, for_writing: bool) -> Path:
     """The trajectory file named by ``path``: the file itself, or ``path/trajectory.safetensors``.
 
     A run directory may also hold the file in ``checkpoints/``; reading looks there second.
@@ -694,18 +694,18 @@ def _read_trajectory_file(path: Path) -> tuple[dict[str, Tensor], dict[str, Any]
     if not isinstance(metadata, dict):
         raise _refuse(path, "its __metadata__ is not a table")
     found = metadata.get("format")
-    if found != TRAJECTORY_FORMAT:
+    if found != _TRAJECTORY_FORMAT:
         what = {
             "boltzlab-model": "a boltzlab model file (load it with boltzlab.RBM.load)",
             "boltzlab-checkpoint": "a boltzlab checkpoint",
         }.get(str(found), f"format {str(found)[:40]!r}")
-        raise _refuse(path, f"it is {what}, expected format {TRAJECTORY_FORMAT!r}")
+        raise _refuse(path, f"it is {what}, expected format {_TRAJECTORY_FORMAT!r}")
     version = metadata.get("format_version")
-    if version != str(TRAJECTORY_FORMAT_VERSION):
+    if version != str(_TRAJECTORY_FORMAT_VERSION):
         raise _refuse(
             path,
             f"format version {str(version)[:20]!r} is not supported "
-            f"(this boltzlab reads {TRAJECTORY_FORMAT_VERSION})",
+            f"(this boltzlab reads {_TRAJECTORY_FORMAT_VERSION})",
         )
     try:
         tensors = safetensors_load(data)

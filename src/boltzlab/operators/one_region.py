@@ -10,7 +10,7 @@ instruction sets), splits the chains into one row block per
 thread inside one ``at::parallel_for``; each thread multiplies its block in tiles (the GEMM
 backend's product on one thread inside the region: numpy's OpenBLAS called by address,
 :func:`boltzlab.gemm.openblas_kernels`, in tiles of ``OPENBLAS_TILE_ROWS`` rows, or ATen's
-in tiles of ``TILE_ROWS``) and samples each tile right after, with the same counter-based bits (:func:`boltzlab.rng.counter_bits`),
+in tiles of ``_TILE_ROWS``) and samples each tile right after, with the same counter-based bits (:func:`boltzlab.rng.counter_bits`),
 the same keys, the same logits formula and the same thresholds as the fused kernel. Its draws
 are therefore the fused kernel's up to float rounding (the products, which may differ between
 ATen's and OpenBLAS's GEMM and between tile sizes, and the exponential's implementation): a
@@ -47,7 +47,7 @@ __all__ = ["OPENBLAS_TILE_ROWS", "one_region_sweep", "uses_one_region"]
 #: Rows multiplied and sampled at a time with ATen's GEMM: 128 rows of a 500-unit layer (256 KB
 #: of float32 logits) stay in a core's L2 cache until they are sampled (128 beat 250 and the
 #: whole block).
-TILE_ROWS = 128
+_TILE_ROWS = 128
 #: The same with OpenBLAS's, which packs the whole weight matrix (1.5 MB at 784×500) on every
 #: call: at 1,000 chains on one thread tiles of 128 rows cost 1.17× the product alone, 256 rows
 #: 1.08×, the whole block 1.06×; at 10,000 chains 1,024 rows 1.06–1.10× (docs/performance.md).
@@ -250,7 +250,7 @@ def one_region_sweep(
     rows = chains.layers[0].shape[0]
     kernels = gemm.openblas_kernels() if gemm.backend(dtype, rows=rows, threads=1) == "openblas" else None
     blas = (kernels.sgemm, kernels.dgemm, kernels.ilp64) if kernels is not None else (0, 0, False)
-    tile = TILE_ROWS if kernels is None else OPENBLAS_TILE_ROWS
+    tile = _TILE_ROWS if kernels is None else OPENBLAS_TILE_ROWS
     with gemm.single_threaded_openblas(kernels) if kernels is not None else contextlib.nullcontext():
         for index in (0, 1) if reverse else (1, 0):
             keys = counter_keys(generator).tolist()

@@ -37,7 +37,7 @@ def parameter_fingerprint(model: RBM) -> str:
     return digest.hexdigest()
 
 
-def resolve_method(model: RBM, method: str) -> str:
+def _resolve_method(model: RBM, method: str) -> str:
     """``method``, with ``"auto"`` made ``"exact"`` (smaller layer ≤ MAX_EXACT_UNITS) or ``"anchored-ais"``."""
     if method != "auto":
         return method
@@ -47,7 +47,7 @@ def resolve_method(model: RBM, method: str) -> str:
 def estimate_for(
     model: RBM, method: str, params: dict[str, Any] | None, *, anchor_rows: torch.Tensor, seed: int
 ) -> LogZEstimate:
-    """``estimate_log_z(model, resolve_method(model, method), **params)``, seeded by ``seed``.
+    """``estimate_log_z(model, _resolve_method(model, method), **params)``, seeded by ``seed``.
 
     Parameters
     ----------
@@ -62,7 +62,7 @@ def estimate_for(
     seed : int
         The same seed and parameters give the same estimate.
     """
-    method = resolve_method(model, method)
+    method = _resolve_method(model, method)
     options = dict(params or {})
     if method != "exact":
         options.setdefault("check_data", anchor_rows.to(model.device, model.dtype))

@@ -61,7 +61,7 @@ from boltzlab.validation import check_positive_int
 
 __all__ = ["CAST", "CASTInfo", "CASTState", "CASTSummary"]
 
-EXCHANGES = ("swap", "copy")
+_EXCHANGES = ("swap", "copy")
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +162,7 @@ class CAST:
         self.fast = AdaptiveSimulatedTempering(operator, ladder, **fast_options)
         self.operator = self.fast.operator
         self.lag = check_positive_int(lag, "lag")
-        self.exchange = check_choice(exchange, EXCHANGES, "exchange")
+        self.exchange = check_choice(exchange, _EXCHANGES, "exchange")
 
     def __repr__(self) -> str:
         return f"CAST(lag={self.lag}, exchange={self.exchange!r}, fast={self.fast!r})"
@@ -272,7 +272,7 @@ class CAST:
 
 
 @register_scheme("cast")
-def coupled_adaptive_simulated_tempering(operator: Operator, **options: Any) -> CAST:
+def _coupled_adaptive_simulated_tempering(operator: Operator, **options: Any) -> CAST:
     """Factory behind ``bl.sample(model, sampler="cast", ...)`` when it does not adapt first (a
     ``gamma`` schedule or ``log_weights`` given, or ``adapt=False``: the paper's scheme, as the
     trainer runs it) and behind ``sampling.make_scheme("cast")``; by default ``bl.sample``

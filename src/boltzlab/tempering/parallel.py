@@ -310,6 +310,6 @@ class ParallelTempering:
 
 
 @register_scheme("pt")
-def parallel_tempering(operator: Operator, **options: Any) -> ParallelTempering:
+def _parallel_tempering(operator: Operator, **options: Any) -> ParallelTempering:
     """``sample(model, sampler="pt", ladder=..., n_levels=..., swap_every=..., pairs=...)``."""
     return ParallelTempering(operator, **options)

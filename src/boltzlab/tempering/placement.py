@@ -72,7 +72,7 @@ MIN_LEVELS, MAX_LEVELS = 4, 256
 #: Relative floor on the smoothed ``√ĝ``: where the pilot saw no variance the chains must still move.
 FLOOR = 0.05
 #: Standard deviation, in β, of the Gaussian kernel that smooths ``√ĝ`` on the pilot's grid.
-SMOOTHING = 0.02
+_SMOOTHING = 0.02
 
 #: ``increment(log_weights, terms, β_from, β_to)``: the log-weights after one annealing step,
 #: a new tensor or ``log_weights`` updated in place; float64, shape ``(n_chains,)``.
@@ -103,7 +103,7 @@ class LadderPilot:
     Attributes
     ----------
     grid : Tensor, shape (n + 1,), float64
-        ``0, 1/n, …, 1`` (:func:`pilot_grid`).
+        ``0, 1/n, …, 1`` (:func:`_pilot_grid`).
     log_z : Tensor, shape (n + 1,), float64
         Running AIS estimate of ``log Z(β) − log Z(0)`` (log mean of the partial weights), nats.
     g_hat : Tensor, shape (n + 1,), float64
@@ -143,7 +143,7 @@ class PlacedLadder:
     pilot: LadderPilot
 
 
-def log_f_difference(log_weights: Tensor, terms: MarginalTerms, beta_from: float, beta_to: float) -> Tensor:
+def _log_f_difference(log_weights: Tensor, terms: MarginalTerms, beta_from: float, beta_to: float) -> Tensor:
     """``log_weights + log f_{β_to}(x) − log f_{β_from}(x)`` from two summed-out densities; a new tensor.
 
     The samplers' pilot increment (float64, shape ``(n,)``). The estimators pass AIS's
@@ -161,7 +161,7 @@ def anneal_and_measure(
     *,
     n_chains: int,
     generator: torch.Generator,
-    increment: WeightIncrement = log_f_difference,
+    increment: WeightIncrement = _log_f_difference,
     redraw: bool = True,
     shard: Shard | None = None,
 ) -> Tensor:
@@ -185,7 +185,7 @@ def anneal_and_measure(
         sharded.
     n_chains : int
     generator : torch.Generator
-    increment : WeightIncrement, default :func:`log_f_difference`
+    increment : WeightIncrement, default :func:`_log_f_difference`
         How the log-weights step from one β to the next.
     redraw : bool, default True
         Redraw the summed-out layers at each new β before the sweep
@@ -251,7 +251,7 @@ def anneal_and_measure(
     return torch.stack(rows).cpu()
 
 
-def pilot_grid(n_temperatures: int) -> Tensor:
+def _pilot_grid(n_temperatures: int) -> Tensor:
     """The ladder pilots' linear grid ``0, 1/n, …, 1``, ending at exactly 1; float64, shape ``(n + 1,)``."""
     grid = torch.linspace(0.0, 1.0, n_temperatures + 1, dtype=torch.float64)
     grid[-1] = 1.0
@@ -265,7 +265,7 @@ def pilot_anneal(
     n_chains: int = 64,
     n_temperatures: int = 256,
     generator: torch.Generator | int | None = None,
-    increment: WeightIncrement = log_f_difference,
+    increment: WeightIncrement = _log_f_difference,
     redraw: bool = True,
     blocks: int | None = None,
 ) -> LadderPilot:
@@ -296,13 +296,13 @@ def pilot_anneal(
     n_temperatures = check_positive_int(n_temperatures, "pilot_temperatures")
     operator = resolve_operator(operator)
     generator = resolve_generator(generator, model.device)
-    grid = pilot_grid(n_temperatures)
+    grid = _pilot_grid(n_temperatures)
     part = pilot_shard(n_chains, generator, blocks, model.device)
     measured = anneal_and_measure(
         model,
         operator,
         grid,
-        LADDER_MEASURE,
+        _LADDER_MEASURE,
         n_chains=n_chains,
         generator=generator,
         increment=increment,
@@ -357,12 +357,12 @@ def _ladder_combine(weights: Tensor, log_weights: Tensor, features: Tensor) -> T
 
 
 #: The samplers' and estimators' ladder pilot: the path derivative ``s_β`` of every chain.
-LADDER_MEASURE = PilotMeasure(
+_LADDER_MEASURE = PilotMeasure(
     features=lambda terms, beta: path_derivative(terms, beta)[:, None], combine=_ladder_combine
 )
 
 
-def smoothed_speed(pilot: LadderPilot, *, width: float = SMOOTHING, floor: float = FLOOR) -> Tensor:
+def smoothed_speed(pilot: LadderPilot, *, width: float = _SMOOTHING, floor: float = FLOOR) -> Tensor:
     """``√ĝ`` smoothed by a Gaussian kernel of ``width`` (in β) and floored at ``floor·max``; (n + 1,).
 
     The kernel average is normalised by the kernel mass inside [0, 1], so the ends are not

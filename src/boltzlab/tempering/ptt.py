@@ -83,7 +83,7 @@ __all__ = [
     "TrajectoryTemperingSummary",
 ]
 
-LEVEL_CHOICES = ("all", "acceptance")
+_LEVEL_CHOICES = ("all", "acceptance")
 
 
 def _log_f(terms: MarginalTerms) -> Tensor:
@@ -159,9 +159,9 @@ class TrajectoryTempering:
         trajectory = as_trajectory(trajectory)
         pairs = check_pairs(pairs)
         if isinstance(levels, str):
-            if levels not in LEVEL_CHOICES:
+            if levels not in _LEVEL_CHOICES:
                 raise ValidationError(
-                    f"levels must be one of {', '.join(map(repr, LEVEL_CHOICES))} or positions, "
+                    f"levels must be one of {', '.join(map(repr, _LEVEL_CHOICES))} or positions, "
                     f"got {levels!r}"
                 )
         else:
@@ -422,7 +422,7 @@ class TrajectoryTempering:
 
 
 @register_scheme("ptt")
-def trajectory_tempering(operator: Operator, **options: Any) -> TrajectoryTempering:
+def _trajectory_tempering(operator: Operator, **options: Any) -> TrajectoryTempering:
     """``sample(model, sampler="ptt", trajectory=..., levels=..., min_acceptance=..., swap_every=...,
     pairs=...)``."""
     if "trajectory" not in options:

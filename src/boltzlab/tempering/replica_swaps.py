@@ -41,9 +41,9 @@ __all__ = [
 #: Round-trip labels of a replica (module docstring): none yet, up (last touched the
 #: bottom), down (reached the top after the bottom).
 UNLABELLED, UP, DOWN = 0, 1, 2
-PAIR_SCHEDULES = ("alternating", "all")
+_PAIR_SCHEDULES = ("alternating", "all")
 #: What a saved state holds besides its layers, ``beta`` and any scheme-specific entries.
-REPLICA_ENTRIES = (
+_REPLICA_ENTRIES = (
     "replica",
     "direction",
     "round_trips",
@@ -157,8 +157,8 @@ Info = TypeVar("Info", bound=ReplicaExchangeInfo)
 
 def check_pairs(pairs: Any) -> str:
     """``pairs`` if it is a known pair schedule; a :class:`ValidationError` naming them if not."""
-    if pairs not in PAIR_SCHEDULES:
-        raise ValidationError(f"pairs must be one of {', '.join(map(repr, PAIR_SCHEDULES))}, got {pairs!r}")
+    if pairs not in _PAIR_SCHEDULES:
+        raise ValidationError(f"pairs must be one of {', '.join(map(repr, _PAIR_SCHEDULES))}, got {pairs!r}")
     return str(pairs)
 
 
@@ -178,7 +178,7 @@ def swap_due(state: ReplicaExchangeState, swap_every: int) -> bool:
     return state.n_steps > 0 and state.n_steps % swap_every == 0
 
 
-def update_directions(direction: Tensor) -> tuple[Tensor, Tensor]:
+def _update_directions(direction: Tensor) -> tuple[Tensor, Tensor]:
     """Relabel the replicas at the ends of the ladder; returns (direction, round trips completed).
 
     ``direction`` has shape ``(K, n_chains)``; the round trips, shape ``(n_chains,)``, int64,
@@ -263,7 +263,7 @@ class SwapRound:
         attempted = torch.zeros(n_levels - 1, dtype=torch.bool, device=state.chains.device)
         for group in groups:
             attempted[list(group)] = True
-        direction, completed = update_directions(state.direction.reshape(-1)[order].view(n_levels, n_chains))
+        direction, completed = _update_directions(state.direction.reshape(-1)[order].view(n_levels, n_chains))
         return cls(
             accepted=accepted,
             attempted=attempted,
@@ -358,7 +358,7 @@ def check_entries(
 
     ``scheme`` names the scheme in the message; ``extra`` are its own entries (after ``beta``).
     """
-    required = [f"layer.{index}" for index in range(n_layers)] + ["beta", *extra, *REPLICA_ENTRIES]
+    required = [f"layer.{index}" for index in range(n_layers)] + ["beta", *extra, *_REPLICA_ENTRIES]
     missing = [key for key in required if key not in tensors]
     if missing:
         raise ValidationError(f"tensors lack the {scheme} entries {missing}")
@@ -379,7 +379,7 @@ def layers_from_tensors(tensors: dict[str, Tensor], model: TemperedModel, n_slot
 
 
 def counters_from_tensors(tensors: dict[str, Tensor], device: torch.device) -> dict[str, Any]:
-    """The saved labels and counters (all of :data:`REPLICA_ENTRIES` but ``replica``) on ``device``."""
+    """The saved labels and counters (all of :data:`_REPLICA_ENTRIES` but ``replica``) on ``device``."""
     return {
         "direction": tensors["direction"].to(device=device, dtype=torch.int8),
         "round_trips": tensors["round_trips"].to(device=device, dtype=torch.int64),

@@ -106,8 +106,8 @@ __all__ = [
     "SimulatedTemperingSummary",
 ]
 
-LEVEL_MOVES = ("metropolis", "gibbs")
-TARGET_REFRESHES = ("swap", "copy")
+_LEVEL_MOVES = ("metropolis", "gibbs")
+_TARGET_REFRESHES = ("swap", "copy")
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,8 +195,8 @@ class SimulatedTempering:
         self.operator = _check_operator(operator)
         self.ladder = ladders.resolve(ladder, n_levels=n_levels, default_levels=10, low=0.0)
         self.log_weights = _check_log_weights(log_weights, self.ladder.size)
-        self.level_move = check_choice(level_move, LEVEL_MOVES, "level_move")
-        self.target_refresh = check_choice(target_refresh, TARGET_REFRESHES, "target_refresh")
+        self.level_move = check_choice(level_move, _LEVEL_MOVES, "level_move")
+        self.target_refresh = check_choice(target_refresh, _TARGET_REFRESHES, "target_refresh")
         self._beta_cache: dict[tuple[torch.dtype, torch.device], tuple[Tensor, Tensor]] = {}
 
     # ------------------------------------------------------------------ helpers
@@ -438,7 +438,7 @@ class SimulatedTempering:
 
 
 @register_scheme("st")
-def simulated_tempering(operator: Operator, **options: Any) -> SimulatedTempering:
+def _simulated_tempering(operator: Operator, **options: Any) -> SimulatedTempering:
     """Factory behind ``bl.sample(model, sampler="st", ...)`` when it does not adapt first
     (``log_weights`` given, or ``adapt=False``) and behind ``sampling.make_scheme("st")``."""
     return SimulatedTempering(operator, **options)

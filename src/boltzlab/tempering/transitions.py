@@ -349,6 +349,6 @@ class TemperedTransitions:
 
 
 @register_scheme("tt")
-def tempered_transitions(operator: Operator, **options: Any) -> TemperedTransitions:
+def _tempered_transitions(operator: Operator, **options: Any) -> TemperedTransitions:
     """``sample(model, sampler="tt", ladder=..., n_levels=..., target_sweeps=...)``."""
     return TemperedTransitions(operator, **options)

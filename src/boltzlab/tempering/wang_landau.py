@@ -207,7 +207,7 @@ class AdaptiveSimulatedTempering(SimulatedTempering):
 
 
 @register_scheme("ast")
-def adaptive_simulated_tempering(operator: Operator, **options: Any) -> AdaptiveSimulatedTempering:
+def _adaptive_simulated_tempering(operator: Operator, **options: Any) -> AdaptiveSimulatedTempering:
     """Factory behind ``bl.sample(model, sampler="ast", ...)`` when it does not adapt first (a
     ``gamma`` schedule or ``log_weights`` given, or ``adapt=False``: the paper's scheme, as the
     trainer runs it) and behind ``sampling.make_scheme("ast")``; by default ``bl.sample``

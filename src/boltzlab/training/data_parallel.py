@@ -39,12 +39,12 @@ from boltzlab.training.pcd import PersistentContrastiveDivergence, PersistentSta
 __all__ = ["DataParallel", "check_data_parallel_algorithm"]
 
 #: The algorithms (negative phases) that train data-parallel under torchrun.
-DATA_PARALLEL_ALGORITHMS = ("cd", "pcd", "sap")
+_DATA_PARALLEL_ALGORITHMS = ("cd", "pcd", "sap")
 
 
 def check_data_parallel_algorithm(name: str) -> None:
     """Refuse, in a process group of several processes, an algorithm that is not data-parallel."""
-    if distributed.topology().world_size > 1 and name.lower() not in DATA_PARALLEL_ALGORITHMS:
+    if distributed.topology().world_size > 1 and name.lower() not in _DATA_PARALLEL_ALGORITHMS:
         raise ValidationError(
             f"data-parallel training (torchrun) supports cd and pcd (sap), not {name!r}; "
             "run this algorithm in one process"

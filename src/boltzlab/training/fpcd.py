@@ -43,7 +43,7 @@ from boltzlab.training.pcd import PersistentContrastiveDivergence, PersistentSta
 
 __all__ = ["FastPersistentContrastiveDivergence", "FastPersistentState", "with_parameters"]
 
-DEFAULT_FAST_DECAY = 19.0 / 20.0
+_DEFAULT_FAST_DECAY = 19.0 / 20.0
 _FAST_PREFIX = "fast."
 
 
@@ -146,7 +146,7 @@ class FastPersistentContrastiveDivergence(NegativePhaseBase):
         n_chains: int = 100,
         init: str = "data",
         fast_learning_rate: float | None = None,
-        fast_decay: float = DEFAULT_FAST_DECAY,
+        fast_decay: float = _DEFAULT_FAST_DECAY,
     ) -> None:
         # PCD validates operator, k, n_chains and init, and draws the same random numbers:
         # with zero fast parameters the two phases are the same computation.

@@ -112,12 +112,12 @@ def make_schedule(schedule: str | Schedule, *, n_updates: int) -> Schedule:
     return InverseSchedule()
 
 
-def schedule_description(schedule: str | Schedule) -> str:
+def _schedule_description(schedule: str | Schedule) -> str:
     """A stable text form of a schedule for configs and checkpoints (its name or its repr)."""
     return schedule.lower() if isinstance(schedule, str) else repr(schedule)
 
 
-OPTIMIZERS = ("sgd", "rmsspectral")
+_OPTIMIZERS = ("sgd", "rmsspectral")
 # Hyperparameters only one of the two optimisers has: they tell which one a saved state is from.
 _OWN_KEYS = {"sgd": ("dampening", "nesterov"), "rmsspectral": ("alpha", "eps")}
 
@@ -125,8 +125,8 @@ _OWN_KEYS = {"sgd": ("dampening", "nesterov"), "rmsspectral": ("alpha", "eps")}
 def check_optimizer(name: str, *, momentum: float, weight_decay: float) -> str:
     """The optimiser's name, lower-cased; :class:`ValidationError` for an unknown name, or for
     momentum or weight decay with RMSspectral (it has neither)."""
-    if not isinstance(name, str) or name.lower() not in OPTIMIZERS:
-        raise ValidationError(f"optimizer must be one of {', '.join(map(repr, OPTIMIZERS))}, got {name!r}")
+    if not isinstance(name, str) or name.lower() not in _OPTIMIZERS:
+        raise ValidationError(f"optimizer must be one of {', '.join(map(repr, _OPTIMIZERS))}, got {name!r}")
     if name.lower() == "rmsspectral" and (momentum != 0.0 or weight_decay != 0.0):
         raise ValidationError(
             f"optimizer='rmsspectral' takes no momentum or weight decay, got momentum={momentum!r}, "

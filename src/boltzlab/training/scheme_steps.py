@@ -6,7 +6,7 @@ a scheme step's ``info`` into a few rates (swap or move acceptance), kept as exp
 averages of numerator and denominator over about ``metrics_horizon`` steps on the device — no
 synchronisation per update — and part of the checkpointed state, so a resumed run logs the
 same numbers. The scheme's own checkpoint tensors sit beside the phase's under
-:data:`SCHEME_PREFIX`.
+:data:`_SCHEME_PREFIX`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ __all__ = ["PT_METRICS", "ST_METRICS", "TT_METRICS", "MetricFunction", "MovingRa
 MetricFunction = Callable[[Any], tuple[Tensor, Tensor]]
 """``info -> (numerators, denominators)``: float64 tensors of shape ``(n_metrics,)``."""
 
-SCHEME_PREFIX = "scheme."
+_SCHEME_PREFIX = "scheme."
 _NUMERATORS = "metrics.numerators"
 _DENOMINATORS = "metrics.denominators"
 
@@ -123,15 +123,15 @@ class MovingRates:
 def scheme_tensors(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
     """The scheme's own checkpoint tensors among a phase's (:func:`with_scheme_prefix` reversed)."""
     return {
-        name.removeprefix(SCHEME_PREFIX): value
+        name.removeprefix(_SCHEME_PREFIX): value
         for name, value in tensors.items()
-        if name.startswith(SCHEME_PREFIX)
+        if name.startswith(_SCHEME_PREFIX)
     }
 
 
 def with_scheme_prefix(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
     """A scheme's ``state_tensors`` renamed ``scheme.<name>``, to sit beside a phase's own tensors."""
-    return {SCHEME_PREFIX + name: value for name, value in tensors.items()}
+    return {_SCHEME_PREFIX + name: value for name, value in tensors.items()}
 
 
 def advance_scheme(

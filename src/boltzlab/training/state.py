@@ -35,8 +35,8 @@ __all__ = [
     "find_latest_checkpoint",
 ]
 
-STATE_KIND = "boltzlab-train-state"
-STATE_VERSION = 1
+_STATE_KIND = "boltzlab-train-state"
+_STATE_VERSION = 1
 _CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d+)\.safetensors$")
 
 
@@ -264,8 +264,8 @@ def encode_train_state(state: TrainState, *, config: TrainConfig, phase: Negativ
         tensors["permutation"] = state.permutation
     scheduler_state = {key: value for key, value in state.scheduler_state.items() if key != "lr_lambdas"}
     metadata = {
-        "kind": STATE_KIND,
-        "version": STATE_VERSION,
+        "kind": _STATE_KIND,
+        "version": _STATE_VERSION,
         "config": config.to_dict(),
         "phase": phase.describe(),
         "update": state.update,
@@ -287,9 +287,9 @@ def decode_train_state(
 ) -> TrainState:
     """Rebuild a :class:`TrainState` from a checkpoint read back from ``source``."""
     metadata, tensors = checkpoint.metadata, checkpoint.tensors
-    if metadata.get("kind") != STATE_KIND or metadata.get("version") != STATE_VERSION:
+    if metadata.get("kind") != _STATE_KIND or metadata.get("version") != _STATE_VERSION:
         raise ModelFileError(
-            f"{source} is not a training checkpoint of version {STATE_VERSION} "
+            f"{source} is not a training checkpoint of version {_STATE_VERSION} "
             f"(kind {metadata.get('kind')!r}, version {metadata.get('version')!r})"
         )
     try:

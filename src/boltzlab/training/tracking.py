@@ -87,8 +87,8 @@ from torch import Tensor
 
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
+from boltzlab.estimators.tempered.levels import check_initial_log_z, resolve_log_prior
 from boltzlab.estimators.tempered.rts import rts_tracking_update, stopping_statistic
-from boltzlab.estimators.tempered.samples import check_initial_log_z, resolve_log_prior
 from boltzlab.operators.base import Operator
 from boltzlab.operators.base import resolve as resolve_operator
 from boltzlab.tempering import ladders
@@ -135,7 +135,7 @@ class RTSTracking(NegativePhaseBase):
     n_levels : int, optional
         Levels of the default ladder (100, the paper's K, linear by docs/open-questions.md item 9).
     prior : "exp2beta", "uniform", callable or sequence of float, default "exp2beta"
-        ``r_k`` (:func:`~boltzlab.estimators.tempered.samples.resolve_log_prior`); the paper's
+        ``r_k`` (:func:`~boltzlab.estimators.tempered.levels.resolve_log_prior`); the paper's
         tracking prior ``r_k ∝ exp(2β_k)`` by default.
     step_size : float in (0, 1], default 0.2
         ``α`` of the damped update (the paper's 0.2; 0.05–0.5 behave alike). 1 replaces ``Ẑ``
@@ -154,7 +154,7 @@ class RTSTracking(NegativePhaseBase):
     density_dtype : {"float64", "float32"}, default "float64"
         Precision of the ``n·K·J`` softplus evaluations of ``log f_k(x)``: float64, or float32
         summed over units in float32 and then used in float64
-        (:func:`~boltzlab.training.level_densities.single_precision_log_f_all`: about 2.5 times faster on a CPU, errors of order 1e-4 nats).
+        (:func:`~boltzlab.estimators.tempered.levels.single_precision_log_f_all`: about 2.5 times faster on a CPU, errors of order 1e-4 nats).
     update_log_z : bool, default True
         Apply the damped update after each update. ``False`` trains with fixed weights
         ``Ẑ`` (simulated-tempering learning without tracking; used to time the tracking).

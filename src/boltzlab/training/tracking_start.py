@@ -120,7 +120,7 @@ def start_tracking(
     # One level draw given the states, so the levels follow q(β | x) under the final Ẑ
     # (without initial iterations the chains are base samples that need a level).
     terms = model.marginal_terms(chains.layers)
-    log_q = sweeper.level_log_probabilities(terms, log_z_hat)
+    log_q = sweeper.level_log_probabilities(model, terms, log_z_hat)
     levels, chains = sweeper.draw_levels(model, chains.layers, terms, log_q, generator=generator)
     return TrackingStart(
         chains=chains,

@@ -1,10 +1,12 @@
 """The sweeps of the ``"rts"`` tracking chains: collapsed Gibbs moves over a ladder with fixed Ẑ.
 
 One sweep is steps 1–5 of :mod:`boltzlab.training.tracking` (module docstring; Carlson et al.
-2016, §4.4; docs/algorithms.md §4.3): an operator sweep of every chain at its own β, the level
-probabilities ``log q(β_k | x)`` of the new states, a Gibbs draw of every chain's level and a
-redraw of the summed-out layer at the new β, and the β = 1 states kept. The phase class owns
-the options, the ``Ẑ`` update and the checkpoints; this module only moves chains.
+2016, §4.4; docs/algorithms.md §4.3): a step of the tempered family's level sampler
+(:func:`~boltzlab.estimators.tempered.sampler.level_step` on the model's ladder: an operator
+sweep of every chain at its own β, the level probabilities ``log q(β_k | x)`` of the new
+states, a Gibbs draw of every chain's level and a redraw of the summed-out layer at the new
+β), and the β = 1 states kept. The phase class owns the options, the ``Ẑ`` update and the
+checkpoints; this module only moves chains.
 """
 
 from __future__ import annotations
@@ -16,12 +18,10 @@ import torch
 from torch import Tensor
 
 from boltzlab.chains import Chains
-from boltzlab.estimators.tempered.samples import level_log_probabilities
+from boltzlab.estimators.tempered.sampler import LevelState, ModelLevels, level_step
 from boltzlab.models.base import MarginalTerms, TemperedModel
 from boltzlab.operators.base import Operator
-from boltzlab.tempering.base import redraw_summed_layers
 from boltzlab.tempering.level_moves import sample_categorical
-from boltzlab.training.level_densities import single_precision_log_f_all
 
 __all__ = ["LevelSweeper", "SweepResult", "pooled_log_c"]
 
@@ -79,20 +79,24 @@ class LevelSweeper:
         """Index of the β = 1 level, ``K − 1``."""
         return self.betas.shape[0] - 1
 
-    def level_log_probabilities(self, terms: MarginalTerms, log_z_hat: Tensor) -> Tensor:
+    def levels_of(self, model: TemperedModel) -> ModelLevels:
+        """The level space of ``model``'s current parameters on this ladder."""
+        return ModelLevels(model, self.operator, self.betas, self.betas64, self.density_dtype)
+
+    def level_log_probabilities(
+        self, model: TemperedModel, terms: MarginalTerms, log_z_hat: Tensor
+    ) -> Tensor:
         """``log q(β_k | x)`` of every state and level; shape ``(n, K)``, float64, rows normalised.
 
         Parameters
         ----------
+        model : TemperedModel
         terms : MarginalTerms
             Summed-out terms of ``n`` states.
         log_z_hat : Tensor, shape (K,), float64
             The current ``log Ẑ_k``.
         """
-        if self.density_dtype == "float64":
-            return level_log_probabilities(terms, self.betas64, log_prior=self.log_prior, log_z_hat=log_z_hat)
-        log_f = single_precision_log_f_all(terms, self.betas64)
-        log_q = log_f + (self.log_prior - log_z_hat)[None, :]
+        log_q = self.levels_of(model).log_f_all(terms) + (self.log_prior - log_z_hat)[None, :]
         return log_q - torch.logsumexp(log_q, 1, keepdim=True)
 
     def at_levels(
@@ -108,9 +112,7 @@ class LevelSweeper:
 
         ``terms`` are the summed-out terms of ``layers``; they do not depend on β.
         """
-        return redraw_summed_layers(
-            model, Chains(layers=layers, beta=self.betas[levels]), terms, generator=generator
-        )
+        return self.levels_of(model).place(layers, terms, levels, generator=generator).chains
 
     def draw_levels(
         self,
@@ -167,16 +169,17 @@ class LevelSweeper:
                 (chains.n_chains, self.betas.shape[0]), -math.inf, dtype=torch.float64, device=model.device
             )
         target: list[Chains] = []
-        terms = None  # the parameters changed since the last sweep: no pre-activations to reuse
+        space = self.levels_of(model)
+        log_weights = self.log_prior - log_z_hat
+        # The parameters changed since the last sweep: no pre-activations to reuse.
+        state = LevelState(chains=chains, terms=None, levels=levels)
         for sweep in range(n_sweeps):
-            swept, _ = self.operator.step(model, chains, generator=generator, terms=terms)
-            terms = model.marginal_terms(swept.layers)
-            log_q = self.level_log_probabilities(terms, log_z_hat)
+            state, _, log_q = level_step(space, state, log_weights, generator=generator)
             if log_sums is not None and sweep >= accumulate_from:
                 torch.logaddexp(log_sums, log_q, out=log_sums)
-            levels, chains = self.draw_levels(model, swept.layers, terms, log_q, generator=generator)
             if collect == "all-sweeps" or (collect == "last-sweep" and sweep == n_sweeps - 1):
-                target.append(chains.select((levels == self.top).nonzero().squeeze(1)))
+                target.append(state.chains.select((state.levels == self.top).nonzero().squeeze(1)))
+        chains, levels = state.chains, state.levels
         return SweepResult(chains=chains, levels=levels, log_sums=log_sums, target=target)
 
 

@@ -49,7 +49,7 @@ __all__ = ["DEFAULT_CAST_CHAINS", "DEFAULT_CHAINS", "train"]
 DEFAULT_CHAINS = 100
 # Salakhutdinov (2010): 50 slow + 50 fast chains, so CAST costs about what 100 SAP chains do.
 DEFAULT_CAST_CHAINS = 50
-DEFAULT_LEARNING_RATE = 0.01
+_DEFAULT_LEARNING_RATE = 0.01
 
 
 def _check_number(value: Any, name: str, *, low: float, high: float = math.inf, low_open: bool) -> float:
@@ -329,7 +329,7 @@ def _settings(
     if n_chains is None:
         n_chains = DEFAULT_CAST_CHAINS if algorithm == "cast" else DEFAULT_CHAINS
     if learning_rate is None:
-        learning_rate = getattr(objective, "default_learning_rate", DEFAULT_LEARNING_RATE)
+        learning_rate = getattr(objective, "default_learning_rate", _DEFAULT_LEARNING_RATE)
     if lr_schedule is None:
         lr_schedule = getattr(objective, "default_lr_schedule", "constant")
     # Binary models take 0/1 data; a model with real-valued visible units checks its own.

@@ -8,6 +8,7 @@ weights in float64 (docs/algorithms.md §4.1–4.2, §4.7, §5):
   the family's part of the verdict;
 - :mod:`~boltzlab.estimators.annealing.anchored`: anchored AIS (``"anchored-ais"``);
 - :mod:`~boltzlab.estimators.annealing.raise_`: reverse AIS (``"raise"``);
+- :mod:`~boltzlab.estimators.annealing.options`: the typed options each of them checks once;
 - :mod:`~boltzlab.estimators.annealing.schedules` and ``adaptive_schedules``: fixed and
   measured β schedules (VAROPT, GMS13, deceleration);
 - :mod:`~boltzlab.estimators.annealing.increments`: what every annealing estimator shares.

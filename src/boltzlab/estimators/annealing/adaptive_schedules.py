@@ -78,6 +78,8 @@ __all__ = [
     "Measurement",
     "ScheduleInfo",
     "adaptive_schedules",
+    "build_schedule",
+    "check_schedule",
     "decelerated",
     "gms13",
     "register_adaptive_schedule",
@@ -90,7 +92,7 @@ __all__ = [
 # Points of the grid on which GMS13's knot interpolant is inverted.
 _FINE_GRID = 4096
 
-# What resolve_schedule passes to every builder; the rest of a builder's signature is options.
+# What build_schedule passes to every builder; the rest of a builder's signature is options.
 _BUILDER_ARGUMENTS = frozenset({"model", "n_temperatures", "operator", "generator"})
 ScheduleBuilder = Callable[..., "ScheduleInfo"]
 _BUILDERS: Registry[ScheduleBuilder] = Registry("schedule")
@@ -338,6 +340,8 @@ def resolve_schedule(
 ) -> ScheduleInfo:
     """Any schedule by name or value, optionally decelerated, as a :class:`ScheduleInfo`.
 
+    :func:`check_schedule`, then :func:`build_schedule`.
+
     Parameters
     ----------
     model : TemperedModel
@@ -360,10 +364,36 @@ def resolve_schedule(
     -------
     ScheduleInfo
     """
-    options = dict(options or {})
+    check_schedule(schedule, n_temperatures, decelerate=decelerate, options=options)
+    return build_schedule(
+        model,
+        schedule,
+        n_temperatures,
+        operator=operator,
+        generator=generator,
+        decelerate=decelerate,
+        options=options,
+    )
+
+
+def check_schedule(
+    schedule: str | Tensor | Sequence[float],
+    n_temperatures: int | None = None,
+    *,
+    decelerate: float | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> None:
+    """What can be checked of a schedule without the model: ValidationError where it is wrong.
+
+    A name must be a registered schedule; ``options`` must be options of an adaptive
+    schedule's builder; an adaptive schedule's ``decelerate`` must reach β = 1 in ``K`` steps
+    (checked here so that a bad one fails before the measuring run). Explicit βs, a model-free
+    schedule's ``n_temperatures`` and its deceleration are checked where
+    :func:`build_schedule` makes the ladder. Arguments as for :func:`resolve_schedule`.
+    """
+    options = options or {}
     if isinstance(schedule, str) and schedule in _BUILDERS:
-        builder = _BUILDERS.get(schedule)
-        accepted = set(inspect.signature(builder).parameters) - _BUILDER_ARGUMENTS
+        accepted = set(inspect.signature(_BUILDERS.get(schedule)).parameters) - _BUILDER_ARGUMENTS
         unknown = sorted(set(options) - accepted)
         if unknown:
             raise ValidationError(
@@ -372,16 +402,37 @@ def resolve_schedule(
             )
         if decelerate is not None:
             check_delta(decelerate, _temperatures(n_temperatures))
-        info = builder(model, n_temperatures, operator=operator, generator=generator, **options)
+        return
+    if options:
+        raise ValidationError(
+            f"schedule options {', '.join(sorted(options))} apply only to the adaptive schedules "
+            f"({', '.join(adaptive_schedules())})"
+        )
+    if isinstance(schedule, str) and schedule.lower().replace("_", "-") not in available_schedules():
+        choices = ", ".join(sorted((*available_schedules(), *adaptive_schedules())))
+        raise ValidationError(f"unknown schedule {schedule!r}; choose one of {choices}")
+
+
+def build_schedule(
+    model: TemperedModel,
+    schedule: str | Tensor | Sequence[float],
+    n_temperatures: int | None = None,
+    *,
+    operator: str | Operator = "gibbs",
+    generator: torch.Generator | int | None = None,
+    decelerate: float | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> ScheduleInfo:
+    """The schedule of arguments that :func:`check_schedule` passed, as a :class:`ScheduleInfo`.
+
+    For callers that checked them once already (the annealing estimators' options,
+    :mod:`~boltzlab.estimators.annealing.options`); arguments as for :func:`resolve_schedule`.
+    An adaptive schedule measures ``model``, drawing from ``generator``.
+    """
+    if isinstance(schedule, str) and schedule in _BUILDERS:
+        builder = _BUILDERS.get(schedule)
+        info = builder(model, n_temperatures, operator=operator, generator=generator, **dict(options or {}))
     else:
-        if options:
-            raise ValidationError(
-                f"schedule options {', '.join(sorted(options))} apply only to the adaptive schedules "
-                f"({', '.join(adaptive_schedules())})"
-            )
-        if isinstance(schedule, str) and schedule.lower().replace("_", "-") not in available_schedules():
-            choices = ", ".join(sorted((*available_schedules(), *adaptive_schedules())))
-            raise ValidationError(f"unknown schedule {schedule!r}; choose one of {choices}")
         name = schedule.lower() if isinstance(schedule, str) else "explicit"
         info = ScheduleInfo(name=name, betas=get_schedule(schedule, n_temperatures))
     if decelerate is not None:

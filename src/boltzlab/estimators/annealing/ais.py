@@ -26,8 +26,10 @@ operator whose update depends on the current value of a unit (flip-the-state, th
 mixture. For such operators the summed group is redrawn from ``p_{β_k}(h | v)`` (from the
 same ``a``, no extra GEMM) before each sweep, which makes ``E[Ẑ] = Z`` exact again.
 
-**Starting a run** (:func:`start_annealing`): the operator, the generator and the schedule
-are resolved, and a uniform base is warned about, the same way for AIS and for RAISE
+**Starting a run** (:func:`start_annealing`): from the checked options
+(:class:`~boltzlab.estimators.annealing.options.AISOptions`, which :func:`ais` builds first
+thing), the generator and the schedule are resolved, and a uniform base is warned about, the
+same way for AIS, anchored AIS (:func:`run_ais`) and RAISE
 (:mod:`boltzlab.estimators.annealing.raise_`), which runs this kernel backwards.
 """
 
@@ -40,10 +42,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from boltzlab import distributed, operators
+from boltzlab import distributed
 from boltzlab.chains import Chains
-from boltzlab.errors import ValidationError
-from boltzlab.estimators.annealing.adaptive_schedules import ScheduleInfo, resolve_schedule
+from boltzlab.estimators.annealing.adaptive_schedules import ScheduleInfo, build_schedule
 from boltzlab.estimators.annealing.chain_budget import (
     ChainBudget,
     ais_matched,
@@ -59,6 +60,7 @@ from boltzlab.estimators.annealing.increments import (
     redraw_summed_group,
     warn_if_uniform_base,
 )
+from boltzlab.estimators.annealing.options import AISOptions, AnnealingOptions
 from boltzlab.estimators.record import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.verdict.lower_bound import LowerBound
@@ -142,22 +144,15 @@ class AnnealingStart:
 
 
 def start_annealing(
-    model: TemperedModel,
-    *,
-    schedule: str | Tensor | Sequence[float],
-    n_temperatures: int | None,
-    operator: str | Operator,
-    generator: torch.Generator | int | None,
-    decelerate: float | None,
-    schedule_options: Mapping[str, Any] | None,
+    model: TemperedModel, options: AnnealingOptions, generator: torch.Generator | int | None
 ) -> AnnealingStart:
-    """Resolve the operator, generator and schedule of an AIS or RAISE run; warn on a uniform base.
+    """Resolve the generator and the schedule of an AIS or RAISE run; warn on a uniform base.
 
     Parameters
     ----------
     model : TemperedModel
-    schedule, n_temperatures, operator, decelerate, schedule_options
-        As for :func:`ais`.
+    options : AnnealingOptions
+        Checked when they were made; their operator is already an instance.
     generator : torch.Generator or int, optional
         An adaptive schedule (``"varopt"``, ``"gms13"``) measures the model here, drawing
         from it before the run does.
@@ -166,18 +161,18 @@ def start_annealing(
     -------
     AnnealingStart
     """
-    transition = operators.resolve(operator)
     generator = resolve_generator(generator, model.device)
-    schedule_info = resolve_schedule(
+    schedule_info = build_schedule(
         model,
-        schedule,
-        n_temperatures,
-        operator=transition,
+        options.schedule,
+        options.n_temperatures,
+        operator=options.operator,
         generator=generator,
-        decelerate=decelerate,
-        options=schedule_options,
+        decelerate=options.decelerate,
+        options=options.schedule_options,
     )
     warn_if_uniform_base(model)
+    transition = options.operator  # an Operator: resolved when the options were made
     return AnnealingStart(
         transition=transition,
         generator=generator,
@@ -193,23 +188,24 @@ def start_annealing(
     shards=True,
     checks=annealing_checks,
     matched=ais_matched,
+    options=AISOptions,
     flags=ANNEALING_FLAGS | {"target-stderr", "max-chains"},
 )
 def ais(
     model: TemperedModel,
     *,
-    n_chains: int | None = None,
-    n_temperatures: int | None = None,
-    schedule: str | Tensor | Sequence[float] = "sm08",
-    operator: str | Operator = "gibbs",
+    n_chains: int | None = AISOptions.n_chains,
+    n_temperatures: int | None = AISOptions.n_temperatures,
+    schedule: str | Tensor | Sequence[float] = AISOptions.schedule,
+    operator: str | Operator = AISOptions.operator,
     generator: torch.Generator | int | None = None,
-    record_ess: bool = True,
-    decelerate: float | None = None,
-    schedule_options: Mapping[str, Any] | None = None,
-    blocks: int | None = None,
-    max_chains: int | None = None,
-    target_stderr: float | None = None,
-    lower_bound: LowerBound | None = None,
+    record_ess: bool = AISOptions.record_ess,
+    decelerate: float | None = AISOptions.decelerate,
+    schedule_options: Mapping[str, Any] | None = AISOptions.schedule_options,
+    blocks: int | None = AISOptions.blocks,
+    max_chains: int | None = AISOptions.max_chains,
+    target_stderr: float | None = AISOptions.target_stderr,
+    lower_bound: LowerBound | None = AISOptions.lower_bound,
     **unknown: Any,
 ) -> LogZEstimate:
     """Estimate ``log Z`` by annealed importance sampling from the model's base.
@@ -288,39 +284,56 @@ def ais(
     >>> abs(result.log_z - bl.exact_log_z(model)) < 4 * result.stderr + 1e-6
     True
     """
-    if unknown:
-        raise ValidationError(
-            f"unknown AIS option(s) {', '.join(sorted(unknown))}; AIS takes n_chains, n_temperatures, "
-            "schedule, operator, generator, record_ess, decelerate, schedule_options, blocks, max_chains, "
-            "target_stderr, lower_bound"
-        )
-    plan = plan_chains(n_chains, max_chains, target_stderr)
-    start = start_annealing(
-        model,
-        schedule=schedule,
-        n_temperatures=n_temperatures,
-        operator=operator,
-        generator=generator,
-        decelerate=decelerate,
-        schedule_options=schedule_options,
+    options = AISOptions.from_given(
+        {
+            "n_chains": n_chains,
+            "n_temperatures": n_temperatures,
+            "schedule": schedule,
+            "operator": operator,
+            "record_ess": record_ess,
+            "decelerate": decelerate,
+            "schedule_options": schedule_options,
+            "blocks": blocks,
+            "max_chains": max_chains,
+            "target_stderr": target_stderr,
+            "lower_bound": lower_bound,
+            **unknown,
+        },
+        "AIS",
     )
+    return run_ais(model, options, generator)
+
+
+def run_ais(
+    model: TemperedModel, options: AISOptions, generator: torch.Generator | int | None
+) -> LogZEstimate:
+    """:func:`ais` with its options checked: the chain budget's rounds of the annealing kernel.
+
+    Anchored AIS runs its AIS part here too, with its own
+    (:class:`~boltzlab.estimators.annealing.options.AnchoredAISOptions`, an ``AISOptions``).
+    Returns what :func:`ais` returns.
+    """
+    plan = plan_chains(options)
+    start = start_annealing(model, options, generator)
     schedule_info = start.schedule_info
     betas = schedule_info.betas
 
     def run_round(chains: int) -> tuple[Tensor, Tensor | None, Chains]:
-        if blocks is None and not distributed.topology().active:
+        if options.blocks is None and not distributed.topology().active:
             return _anneal(
                 model,
                 start.transition,
                 betas,
                 n_chains=chains,
                 generator=start.generator,
-                record_ess=record_ess,
+                record_ess=options.record_ess,
                 refresh_summed=start.refresh,
             )
-        return _anneal_sharded(model, start, betas, n_chains=chains, blocks=blocks, record_ess=record_ess)
+        return _anneal_sharded(
+            model, start, betas, n_chains=chains, blocks=options.blocks, record_ess=options.record_ess
+        )
 
-    log_weights, sums, final_chains, budget = run_budget(run_round, plan, lower_bound)
+    log_weights, sums, final_chains, budget = run_budget(run_round, plan, options.lower_bound)
     log_ess_trace = None if sums is None else 2.0 * sums[:, 0] - sums[:, 1]
 
     info = AISInfo(

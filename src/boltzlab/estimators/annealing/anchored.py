@@ -39,8 +39,9 @@ from torch.nn.functional import softplus
 
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.annealing.ais import ANNEALING_FLAGS, AISInfo, ais
-from boltzlab.estimators.annealing.chain_budget import annealing_checks, annealing_matched, without_budget
+from boltzlab.estimators.annealing.ais import ANNEALING_FLAGS, AISInfo, run_ais
+from boltzlab.estimators.annealing.chain_budget import annealing_checks, annealing_matched
+from boltzlab.estimators.annealing.options import AnchoredAISOptions
 from boltzlab.estimators.record import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.verdict.lower_bound import (
@@ -160,7 +161,7 @@ def anchor_log_weights(
     family="annealing",
     data_option="anchor_data",
     anchors_on_check_data=True,
-    passes_on="ais",
+    options=AnchoredAISOptions,
     checks=annealing_checks,
     matched=annealing_matched,
     flags=ANNEALING_FLAGS | {"target-stderr", "max-chains"},
@@ -168,9 +169,9 @@ def anchor_log_weights(
 def anchored_ais(
     model: RBM,
     *,
-    anchor_data: Any = None,
-    anchor_chains: int = 1000,
-    anchor_sweeps: int = 200,
+    anchor_data: Any = AnchoredAISOptions.anchor_data,
+    anchor_chains: int = AnchoredAISOptions.anchor_chains,
+    anchor_sweeps: int = AnchoredAISOptions.anchor_sweeps,
     generator: torch.Generator | int | None = None,
     **ais_options: Any,
 ) -> LogZEstimate:
@@ -209,7 +210,7 @@ def anchored_ais(
     Raises
     ------
     ValidationError
-        For a model that is not a binary RBM, no ``anchor_data``, and AIS's bad options.
+        For a model that is not a binary RBM, no ``anchor_data``, a bad or unknown option.
 
     Examples
     --------
@@ -221,12 +222,21 @@ def anchored_ais(
     >>> abs(result.log_z - bl.exact_log_z(model)) < 4 * result.stderr + 1e-6
     True
     """
+    options = AnchoredAISOptions.from_given(
+        {
+            "anchor_data": anchor_data,
+            "anchor_chains": anchor_chains,
+            "anchor_sweeps": anchor_sweeps,
+            **ais_options,
+        },
+        "anchored-ais",
+    )
     if not supports_lower_bound(model):
         raise ValidationError(
             f"anchored-ais sums the states of one layer exactly and needs a binary RBM, got "
             f"{type(model).__name__}; use method='ais'"
         )
-    if anchor_data is None:
+    if options.anchor_data is None:
         raise ValidationError(
             "anchored-ais starts its anchor chains from the training data: pass anchor_data=<training rows> "
             "(or check_data=; CLI: --data), or fit the model's base with set_base_rate(train), which keeps "
@@ -236,18 +246,15 @@ def anchored_ais(
     visited = _trimmed(
         visited_states(
             model,
-            data=anchor_data,
-            n_chains=anchor_chains,
-            n_sweeps=anchor_sweeps,
-            operator=ais_options.get("operator", "gibbs"),
+            data=options.anchor_data,
+            n_chains=options.anchor_chains,
+            n_sweeps=options.anchor_sweeps,
+            operator=options.operator,
             generator=generator,
         )
     )
-    # A fixed 100 chains: AIS's chain budget judges plain AIS's weights, whose spread the
-    # anchor replaces (on the sharp models where those weights are degenerate, the budget
-    # would run 16× the chains for an estimate the anchor already pins down).
-    ais_options = without_budget(ais_options)
-    plain = ais(model, generator=generator, **ais_options)
+    # The AIS part runs a fixed 100 chains unless a budget option was given (AnchoredAISOptions).
+    plain = run_ais(model, options, generator)
     info_ais: AISInfo = plain.info
     assert info_ais.final_chains is not None  # AIS always keeps them
     with torch.no_grad():

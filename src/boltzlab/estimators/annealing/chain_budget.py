@@ -32,14 +32,13 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from boltzlab import distributed
 from boltzlab.chains import Chains
-from boltzlab.errors import ValidationError
 from boltzlab.estimators.annealing.increments import check_finite_log_weights
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.verdict.checks import (
@@ -49,15 +48,18 @@ from boltzlab.estimators.verdict.checks import (
     check_ess,
     check_group_agreement,
     check_lower_bound,
-    check_target_stderr,
     group_log_means,
     group_spread_stderr,
 )
 from boltzlab.estimators.verdict.lower_bound import LowerBound
 from boltzlab.numerics import log_mean_exp, log_mean_exp_stderr
-from boltzlab.validation import check_positive_int
+
+if TYPE_CHECKING:
+    # options imports this module (the budget's defaults); plan_chains only reads its fields.
+    from boltzlab.estimators.annealing.options import AISOptions
 
 __all__ = [
+    "BUDGET_OPTIONS",
     "DEFAULT_CHAINS",
     "DEFAULT_MAX_CHAINS",
     "ChainBudget",
@@ -70,8 +72,8 @@ __all__ = [
     "without_budget",
 ]
 
-# The options that ask for (or shape) the chain budget.
-_BUDGET_OPTIONS = frozenset({"n_chains", "max_chains", "target_stderr"})
+#: The options that ask for (or shape) the chain budget.
+BUDGET_OPTIONS = frozenset({"n_chains", "max_chains", "target_stderr"})
 
 #: Chains of AIS's first round (Salakhutdinov & Murray 2008 used 100).
 DEFAULT_CHAINS = 100
@@ -124,22 +126,22 @@ class ChainBudget:
         return self.stopped == "checks passed"
 
 
-def plan_chains(n_chains: int | None, max_chains: int | None, target_stderr: float | None) -> ChainPlan:
-    """The chain plan for AIS's ``n_chains``, ``max_chains`` and ``target_stderr`` options."""
-    target = check_target_stderr(target_stderr)
-    target = DEFAULT_TARGET_STDERR if target is None else target
-    cap = None if max_chains is None else check_positive_int(max_chains, "max_chains")
-    if n_chains is None:
+def plan_chains(options: AISOptions) -> ChainPlan:
+    """The chain plan of AIS's (checked) ``n_chains``, ``max_chains`` and ``target_stderr``.
+
+    ``None`` is "not given": :data:`DEFAULT_CHAINS` first, up to :data:`DEFAULT_MAX_CHAINS`
+    (or ``max_chains``), towards
+    :data:`~boltzlab.estimators.verdict.checks.DEFAULT_TARGET_STDERR`. A given ``n_chains``
+    without ``max_chains`` is one fixed round.
+    """
+    target = DEFAULT_TARGET_STDERR if options.target_stderr is None else options.target_stderr
+    cap = options.max_chains
+    if options.n_chains is None:
         first = DEFAULT_CHAINS if cap is None else min(DEFAULT_CHAINS, cap)
         return ChainPlan(
             first=first, max_chains=DEFAULT_MAX_CHAINS if cap is None else cap, target_stderr=target
         )
-    first = check_positive_int(n_chains, "n_chains")
-    if cap is not None and cap < first:
-        raise ValidationError(
-            f"max_chains ({cap}) is below n_chains ({first}): the chain budget starts from n_chains and "
-            "grows up to max_chains; raise max_chains or leave it out for exactly n_chains chains"
-        )
+    first = options.n_chains
     return ChainPlan(
         first=first, max_chains=first if cap is None else cap, target_stderr=target, fixed=cap is None
     )
@@ -153,10 +155,11 @@ def budget_runs(options: Mapping[str, Any]) -> bool:
 def without_budget(options: Mapping[str, Any]) -> dict[str, Any]:
     """``options`` with a fixed ``DEFAULT_CHAINS`` chains, unless they already say how many.
 
-    For callers whose AIS is a part or a periodic measurement (anchored AIS, the DBM bound
-    tracker): a fixed cost, not the budget's growth, unless a budget option was given.
+    For callers whose AIS is a part or a periodic measurement (the DBM bound tracker; anchored
+    AIS's options, :class:`~boltzlab.estimators.annealing.options.AnchoredAISOptions`, apply the
+    same rule): a fixed cost, not the budget's growth, unless a budget option was given.
     """
-    return dict(options) if _BUDGET_OPTIONS & options.keys() else {**options, "n_chains": DEFAULT_CHAINS}
+    return dict(options) if BUDGET_OPTIONS & options.keys() else {**options, "n_chains": DEFAULT_CHAINS}
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,6 @@ the truth (docs/algorithms.md §7; the upper side holds in expectation over data
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -61,12 +60,13 @@ from boltzlab.estimators.annealing.increments import (
     operator_name,
     redraw_summed_group,
 )
+from boltzlab.estimators.annealing.options import RAISEOptions
 from boltzlab.estimators.record import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.models.base import TemperedModel, log_f_marginal
 from boltzlab.numerics import log_ess, log_mean_exp
 from boltzlab.operators.base import Operator
-from boltzlab.validation import as_model_data, check_positive_int
+from boltzlab.validation import as_model_data
 
 __all__ = ["RAISEResult", "raise_log_likelihood", "raise_log_z"]
 
@@ -124,15 +124,15 @@ def raise_log_likelihood(
     model: TemperedModel,
     data: Any,
     *,
-    n_chains: int = 10,
-    n_temperatures: int | None = None,
-    schedule: str | Tensor | Sequence[float] = "sm08",
-    operator: str | Operator = "gibbs",
+    n_chains: int = RAISEOptions.n_chains,
+    n_temperatures: int | None = RAISEOptions.n_temperatures,
+    schedule: str | Tensor | Sequence[float] = RAISEOptions.schedule,
+    operator: str | Operator = RAISEOptions.operator,
     generator: torch.Generator | int | None = None,
-    decelerate: float | None = None,
-    schedule_options: Mapping[str, Any] | None = None,
-    chains_per_batch: int = 16_384,
-    blocks: int | None = None,
+    decelerate: float | None = RAISEOptions.decelerate,
+    schedule_options: Mapping[str, Any] | None = RAISEOptions.schedule_options,
+    chains_per_batch: int = RAISEOptions.chains_per_batch,
+    blocks: int | None = RAISEOptions.blocks,
 ) -> RAISEResult:
     """Estimate ``log p(v)`` of each example by reverse annealing from it (Burda et al. 2015).
 
@@ -180,6 +180,23 @@ def raise_log_likelihood(
     >>> result.log_likelihoods.shape
     torch.Size([5])
     """
+    options = RAISEOptions(
+        n_chains=n_chains,
+        n_temperatures=n_temperatures,
+        schedule=schedule,
+        operator=operator,
+        decelerate=decelerate,
+        schedule_options=schedule_options,
+        chains_per_batch=chains_per_batch,
+        blocks=blocks,
+    )
+    return run_raise(model, data, options, generator)
+
+
+def run_raise(
+    model: TemperedModel, data: Any, options: RAISEOptions, generator: torch.Generator | int | None
+) -> RAISEResult:
+    """:func:`raise_log_likelihood` with its options checked (as :func:`raise_log_z` runs it)."""
     layer_sizes = tuple(model.layer_sizes)
     kept = [index for index in range(len(layer_sizes)) if index not in model.update_groups[0]]
     if kept != [0]:
@@ -188,23 +205,16 @@ def raise_log_likelihood(
             f"visible one (an RBM); this model keeps layers {kept}"
         )
     data = as_model_data(model, data, "data")  # 0/1, or real for a Gaussian visible layer
-    n_chains = check_positive_int(n_chains, "n_chains")
-    chains_per_batch = check_positive_int(chains_per_batch, "chains_per_batch")
-    start = start_annealing(
-        model,
-        schedule=schedule,
-        n_temperatures=n_temperatures,
-        operator=operator,
-        generator=generator,
-        decelerate=decelerate,
-        schedule_options=schedule_options,
-    )
+    n_chains = options.n_chains
+    start = start_annealing(model, options, generator)
     schedule_info = start.schedule_info
 
-    examples_per_batch = max(1, chains_per_batch // n_chains)
-    sharded = blocks is not None or distributed.topology().active
+    examples_per_batch = max(1, options.chains_per_batch // n_chains)
+    sharded = options.blocks is not None or distributed.topology().active
     streams = (
-        distributed.example_streams(data, start.generator, blocks) if sharded else [(data, start.generator)]
+        distributed.example_streams(data, start.generator, options.blocks)
+        if sharded
+        else [(data, start.generator)]
     )
     increments = torch.cat(
         [
@@ -215,9 +225,9 @@ def raise_log_likelihood(
                 batch,
                 n_chains=n_chains,
                 refresh=start.refresh,
-                generator=generator,
+                generator=stream,
             )
-            for examples, generator in streams
+            for examples, stream in streams
             for batch in torch.split(examples, examples_per_batch)
         ]
     )
@@ -280,22 +290,19 @@ def _reverse_anneal(
     return increments.cpu()
 
 
-#: The options :func:`raise_log_z` passes on: every parameter of :func:`raise_log_likelihood`
-#: after the model and the data, with the same defaults.
-RAISE_OPTIONS = tuple(inspect.signature(raise_log_likelihood).parameters)[2:]
-
-
 @register_estimator(
     "raise",
     family="annealing",
     data_option="data",
-    passes_on=raise_log_likelihood,
     shards=True,
+    options=RAISEOptions,
     checks=annealing_checks,
     matched=annealing_matched,
     flags=ANNEALING_FLAGS | {"examples"},
 )
-def raise_log_z(model: TemperedModel, *, data: Any = None, **options: Any) -> LogZEstimate:
+def raise_log_z(
+    model: TemperedModel, *, data: Any = None, generator: torch.Generator | int | None = None, **options: Any
+) -> LogZEstimate:
     """Upward-biased ``log Z`` from RAISE on held-out data (the RTS paper's construction).
 
     ``log Ẑ = mean_n [log f(v_n) − log p̂(v_n)]`` with ``p̂`` from
@@ -309,10 +316,12 @@ def raise_log_z(model: TemperedModel, *, data: Any = None, **options: Any) -> Lo
     data : Tensor or array, shape (n_examples, n_visible), values 0/1
         Required: held-out examples (ideally typical of the model). Cost is
         ``n_examples·n_chains·K`` sweeps.
+    generator : torch.Generator or int, optional
     **options
-        ``n_chains``, ``n_temperatures``, ``schedule``, ``operator``, ``generator``,
-        ``decelerate``, ``schedule_options``, ``chains_per_batch``: as for
-        :func:`raise_log_likelihood`, with its defaults (:data:`RAISE_OPTIONS`).
+        ``n_chains``, ``n_temperatures``, ``schedule``, ``operator``, ``decelerate``,
+        ``schedule_options``, ``chains_per_batch``, ``blocks``: as for
+        :func:`raise_log_likelihood`, with its defaults (the fields of
+        :class:`~boltzlab.estimators.annealing.options.RAISEOptions`).
 
     Returns
     -------
@@ -321,16 +330,12 @@ def raise_log_z(model: TemperedModel, *, data: Any = None, **options: Any) -> Lo
         examples, which contains both the chains' noise and the spread between examples
         (with one example, that example's delta-method error); ``info`` a :class:`RAISEResult`.
     """
-    unknown = sorted(set(options) - set(RAISE_OPTIONS))
-    if unknown:
-        raise ValidationError(
-            f"unknown RAISE option(s) {', '.join(unknown)}; RAISE takes data, {', '.join(RAISE_OPTIONS)}"
-        )
+    typed = RAISEOptions.from_given(options, "RAISE", own=("data",))
     if data is None:
         raise ValidationError(
             "RAISE estimates log Z from held-out examples: pass data= (shape (n_examples, n_visible), 0/1)"
         )
-    result = raise_log_likelihood(model, data, **options)
+    result = run_raise(model, data, typed, generator)
     per_example = result.log_z_per_example
     n_examples = per_example.numel()
     stderr = float(per_example.std() / math.sqrt(n_examples)) if n_examples > 1 else float(result.stderrs[0])

@@ -116,7 +116,8 @@ class TemperedOptions:
     (100), ``n_sweeps`` (:data:`DEFAULT_N_SWEEPS`), ``operator`` (Gibbs), ``prior``
     (uniform), ``initial_log_z`` (the pilot's), ``n_initial_iterations`` (10),
     ``initial_sweeps`` (50), ``stop_tolerance`` (0.1), ``adapt_with`` ("rb"),
-    ``max_log_densities`` (1,000,000) and ``blocks``; the ladder's for ``ladder``
+    ``max_log_densities`` (1,000,000), ``blocks`` and ``sweeps_per_draw`` (1 on small
+    models, sized to the level densities' cost on large ones); the ladder's for ``ladder``
     ("adaptive"), ``n_temperatures`` (:data:`DEFAULT_LEVELS`), ``pilot_chains`` (the
     estimate's chains) and ``pilot_temperatures`` (1,000); the budget's for ``max_sweeps``
     (``n_sweeps`` when only that is given, else grown to :data:`DEFAULT_MAX_SWEEPS`),
@@ -146,6 +147,7 @@ class TemperedOptions:
     blocks: int | None = None
     pilot_chains: int | None = None
     pilot_temperatures: int | None = None
+    sweeps_per_draw: int | None = None
 
     @classmethod
     def from_given(cls, given: Mapping[str, Any], method: str, own: Sequence[str] = ()) -> Self:
@@ -306,6 +308,8 @@ def estimate_with_budget(
             "n_initial_iterations": 0,
             "ladder": samples.betas,
             "n_temperatures": None,
+            # The first round's choice, kept: a round of other chains would size it anew.
+            "sweeps_per_draw": samples.sweeps_per_draw,
             **changes,
         }
 
@@ -339,7 +343,7 @@ def estimate_with_budget(
             start=start,
             **continued(samples, n_chains=n_chains, n_sweeps=n_sweeps),
         )
-        return wider, fresh.n_chains * burn_in
+        return wider, fresh.cost_sweeps
 
     estimate = run_rounds(
         samples,
@@ -587,7 +591,7 @@ class TemperedBudget:
 
 
 def _sweeps_per_chain(samples: TemperedSamples) -> int:
-    return int(samples.block_sweeps.sum())
+    return samples.sweeps_per_chain
 
 
 def next_log_z_hat(samples: TemperedSamples) -> torch.Tensor:
@@ -676,7 +680,8 @@ def run_rounds(
         imprecise = stderr_failures(estimate, target_stderr)
         rounds.append(
             BudgetRound(
-                initial_sweeps=int(samples.block_sweeps[: samples.n_initial_iterations].sum()),
+                initial_sweeps=int(samples.block_sweeps[: samples.n_initial_iterations].sum())
+                * samples.sweeps_per_draw,
                 long_run_sweeps=samples.n_sweeps,
                 n_chains=samples.n_chains,
                 log_z=estimate.log_z,

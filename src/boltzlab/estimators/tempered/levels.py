@@ -6,7 +6,7 @@ tempered sampling", ICML, §2 (eqs. 4–9); docs/algorithms.md §4.3. Pure funct
 ``log Ẑ``: the level conditional ``q(β_k | x) = softmax_k(log f_k(x) + log r_k − log Ẑ_k)``
 (hidden-summed ``f_k``, docs/algorithms.md §4.3 pitfall 1), the path derivatives at every level,
 eq. 9 and the paper's stopping statistic. The sampler that uses them is
-:mod:`boltzlab.estimators.tempered.samples`.
+:mod:`boltzlab.estimators.tempered.sampler`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from boltzlab.errors import ValidationError
+from boltzlab.level_sums import level_sums, uses_kernel
 from boltzlab.models.base import MarginalTerms, log_f_marginal_all
 from boltzlab.tempering.base import select_terms
 
@@ -26,10 +27,12 @@ __all__ = [
     "check_initial_log_z",
     "level_log_probabilities",
     "log_f_all",
+    "log_f_and_derivatives_all",
     "path_derivative_all",
     "pooled_log_c",
     "resolve_log_prior",
     "rts_log_z",
+    "single_precision_log_f_all",
     "stopping_statistic",
 ]
 
@@ -90,12 +93,61 @@ def _row_chunks(terms: MarginalTerms, n_levels: int) -> list[slice]:
 def log_f_all(terms: MarginalTerms, betas: Tensor) -> Tensor:
     """``log f_k(x)`` at every level, shape ``(n, K)``, float64, in chunks of chains.
 
-    :func:`~boltzlab.models.base.log_f_marginal_all` with the ``(n, K, J)`` work space bounded.
+    :func:`~boltzlab.models.base.log_f_marginal_all` with the ``(n, K, J)`` work space bounded;
+    on a CPU, from ``n·K·J`` of :data:`boltzlab.level_sums.MIN_ELEMENTS` on, the sum of
+    softplus comes from the compiled kernel of :mod:`boltzlab.level_sums` (errors of a few
+    1e-6 nats, about 17 times faster: the cost that dominates a tempered step).
     """
+    n_rows, n_units = terms.preactivation.shape
+    if uses_kernel(n_rows, betas.numel(), n_units, terms.base.device):
+        sums, _ = level_sums(terms.preactivation, betas)
+        betas64 = betas.to(device=terms.base.device, dtype=torch.float64)
+        return (
+            (1.0 - betas64)[None, :] * terms.base[:, None] + betas64[None, :] * terms.linear[:, None] + sums
+        )
     chunks = _row_chunks(terms, betas.numel())
     if len(chunks) == 1:
         return log_f_marginal_all(terms, betas)
     return torch.cat([log_f_marginal_all(select_terms(terms, rows), betas) for rows in chunks])
+
+
+def log_f_and_derivatives_all(terms: MarginalTerms, betas: Tensor) -> tuple[Tensor, Tensor]:
+    """:func:`log_f_all` and :func:`path_derivative_all` together; both ``(n, K)``, float64.
+
+    One pass of the level-sums kernel gives both where it is used (the exponentials are
+    shared); elsewhere the two functions.
+    """
+    n_rows, n_units = terms.preactivation.shape
+    if uses_kernel(n_rows, betas.numel(), n_units, terms.base.device):
+        sums, weighted = level_sums(terms.preactivation, betas, derivative=True)
+        assert weighted is not None  # derivative=True returns them
+        betas64 = betas.to(device=terms.base.device, dtype=torch.float64)
+        log_f = (
+            (1.0 - betas64)[None, :] * terms.base[:, None] + betas64[None, :] * terms.linear[:, None] + sums
+        )
+        return log_f, (terms.linear - terms.base)[:, None] + weighted
+    return log_f_all(terms, betas), path_derivative_all(terms, betas)
+
+
+def single_precision_log_f_all(terms: MarginalTerms, betas: Tensor) -> Tensor:
+    """``log f_{β_k}(x)`` at every level with the ``n·K·J`` softplus in float32; ``(n, K)``, float64.
+
+    The same function as :func:`log_f_all`, ``(1 − β)·base + β·linear + Σ_j softplus(β·a_j)``,
+    with the softplus evaluated in place (``logaddexp(βa, 0)``) and summed over units in
+    float32, then widened: about 2.5 times faster on a CPU than the float64 path, with errors
+    of order 1e-4 nats for 500 units — far below the Monte Carlo error of ``ĉ``. Chunked over
+    chains to bound the work space. The training tracker's ``density_dtype="float32"``.
+    """
+    betas32 = betas.to(device=terms.base.device, dtype=torch.float32)
+    zero = torch.zeros((), dtype=torch.float32, device=terms.base.device)
+    parts = []
+    for rows in _row_chunks(terms, betas.numel()):
+        scaled = terms.preactivation[rows, None, :].to(torch.float32) * betas32[None, :, None]
+        torch.logaddexp(scaled, zero, out=scaled)
+        parts.append(scaled.sum(2).to(torch.float64))
+    summed = torch.cat(parts) if len(parts) > 1 else parts[0]
+    betas64 = betas.to(device=terms.base.device, dtype=torch.float64)
+    return (1.0 - betas64)[None, :] * terms.base[:, None] + betas64[None, :] * terms.linear[:, None] + summed
 
 
 def level_log_probabilities(
@@ -117,6 +169,11 @@ def path_derivative_all(terms: MarginalTerms, betas: Tensor) -> Tensor:
     """
     betas = betas.to(device=terms.base.device, dtype=torch.float64)
     constant = (terms.linear - terms.base)[:, None]
+    n_rows, n_units = terms.preactivation.shape
+    if uses_kernel(n_rows, betas.numel(), n_units, terms.base.device):
+        _, weighted = level_sums(terms.preactivation, betas, derivative=True)
+        assert weighted is not None  # derivative=True returns them
+        return constant + weighted
     parts = []
     for rows in _row_chunks(terms, betas.numel()):
         pre = terms.preactivation[rows].to(torch.float64)

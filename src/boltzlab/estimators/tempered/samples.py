@@ -7,26 +7,21 @@ samples the joint
 
     q(x, β_k) ∝ f_k(x)·r_k / Ẑ_k,         q(β_k | x) = softmax_k(log f_k(x) + log r_k − log Ẑ_k),
 
-with prior ``r`` and current guesses ``Ẑ``. Each step of :func:`collect_tempered_samples` is
+with prior ``r`` and current guesses ``Ẑ``. The chains are the family's one level sampler
+(:mod:`boltzlab.estimators.tempered.sampler`): each step sweeps every chain at its level,
+evaluates ``log f_k(x)`` at all ``K`` levels (the hidden-summed, normalised-base density, the
+same ``f_k`` in the sampler, in ``q(β | x)`` and in every estimator — docs/algorithms.md §4.3
+pitfall 1; docs/open-questions.md item 9: ``q`` is collapsed over ``h``) and draws every
+chain's level from ``q(β | x)``. :func:`run_levels` runs it over any level space (a model's
+ladder here, a parameter path for trajectory RTS and MBAR) and keeps the statistics below;
+:func:`collect_tempered_samples` is that run on a model's ladder.
 
-1. one operator sweep of every chain at its own level (the summed-out layer's logits reuse
-   the pre-activations of the previous step: :class:`~boltzlab.models.base.MarginalTerms`);
-2. ``marginal_terms`` of the new states and, from them, ``log f_k(x)`` for all ``K`` levels
-   (:func:`~boltzlab.models.base.log_f_marginal_all`: the hidden-summed, normalised-base
-   density, the same ``f_k`` in the sampler, in ``q(β | x)`` and in every estimator —
-   docs/algorithms.md §4.3 pitfall 1; docs/open-questions.md item 9: ``q`` is collapsed over ``h``);
-3. the statistics below, then a Gibbs draw of every chain's level from ``q(β | x)`` and a
-   redraw of the summed-out layer at the new β
-   (:func:`~boltzlab.tempering.base.redraw_summed_layers`), so state-dependent operators such
-   as flip-the-state stay exact.
-
-**Why a loop of its own rather than** :class:`~boltzlab.tempering.simulated.SimulatedTempering`
-**with** ``level_move="gibbs"``: these estimators need, per chain and step, the pre-activations
-(for path derivatives at every level, TI-RB) and ``log f_k(x)`` itself (MBAR), not only the
-level draw; inside ST they are private to the step, and recomputing them would double the
+**Why not** :class:`~boltzlab.tempering.simulated.SimulatedTempering` **with**
+``level_move="gibbs"``: these estimators need, per chain and step, the pre-activations (for
+path derivatives at every level, TI-RB) and ``log f_k(x)`` itself (MBAR), not only the level
+draw; inside ST they are private to the step, and recomputing them would double the
 ``n·K·J`` softplus that dominates a step for ``K = 100``. They do not need ST's stored β = 1
-states (which double the chains). The loop reuses ST's kernels: ``sample_categorical`` and
-the summed-layer redraw.
+states (which double the chains).
 
 **Initial iterations** (paper §2.4): up to ``n_initial_iterations`` (10) of ``initial_sweeps``
 (50) sweeps, each starting from the previous states with fresh uniformly drawn levels; after
@@ -46,8 +41,7 @@ passages between the two ends of the ladder in the long run (round trips, docs/t
 where the chains ended (:class:`SamplerState`), from which a longer run can continue
 (:mod:`boltzlab.estimators.tempered.budget`).
 
-**The step** is :class:`TemperedStep`, the kernel :func:`collect_tempered_samples` repeats;
-:class:`LongRunRecorder` accumulates the optional statistics of the long run (TI, TI-RB, MBAR)
+:class:`RunPlan` holds the run's options, checked once; :class:`LongRunRecorder` accumulates the optional statistics of the long run (TI, TI-RB, MBAR)
 and :class:`TripCounter` the passages of each chain between the two ends of the ladder. The
 level-space arithmetic (``q(β | x)``, eq. 9, the stopping statistic, priors) is in
 :mod:`boltzlab.estimators.tempered.levels`.
@@ -65,13 +59,10 @@ import torch
 from torch import Tensor
 
 from boltzlab import distributed, operators
-from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.tempered.levels import (
     ADAPT_STATISTICS,
     check_initial_log_z,
-    level_log_probabilities,
-    log_f_all,
     path_derivative_all,
     pooled_log_c,
     resolve_log_prior,
@@ -79,26 +70,29 @@ from boltzlab.estimators.tempered.levels import (
     stopping_statistic,
     validated_choice,
 )
+from boltzlab.estimators.tempered.sampler import (
+    LevelSpace,
+    LevelState,
+    ModelLevels,
+    SamplerState,
+    default_sweeps_per_draw,
+    level_step,
+    sweep_only,
+)
 from boltzlab.models.base import MarginalTerms, TemperedModel, path_derivative
 from boltzlab.operators.base import Operator
 from boltzlab.rng import randint, resolve_generator
 from boltzlab.tempering import ladders
-from boltzlab.tempering.base import redraw_summed_layers
 from boltzlab.tempering.ladders import Ladder
-from boltzlab.tempering.level_moves import sample_categorical
-from boltzlab.validation import check_chains_match, check_nonnegative_int, check_positive_int
+from boltzlab.validation import check_nonnegative_int, check_positive_int
 
 __all__ = [
+    "RunPlan",
     "SamplerState",
     "TemperedSamples",
     "TripCounter",
-    "check_initial_log_z",
     "collect_tempered_samples",
-    "level_log_probabilities",
-    "path_derivative_all",
-    "resolve_log_prior",
-    "rts_log_z",
-    "stopping_statistic",
+    "run_levels",
 ]
 
 
@@ -120,7 +114,8 @@ class TemperedSamples:
         long run's fixed ``log Ẑ``.
     block_stage : Tensor, shape (I + B,), int64
     block_sweeps : Tensor, shape (I + B,), int64
-        Sweeps per chain in each block.
+        Level draws per chain in each block: the samples each block's statistics hold. Each
+        draw follows ``sweeps_per_draw`` sweeps (1, the paper's, unless the run chose more).
     log_probability_sums : Tensor, shape (I + B, n_chains, K), float64
         ``log Σ_t q(β_k | x_t)`` over the block's sweeps, per chain.
     level_counts : Tensor, shape (I + B, n_chains, K), int64
@@ -140,7 +135,7 @@ class TemperedSamples:
     stopped : bool
         Whether the stopping rule triggered (``stop_statistics[-1] < stop_tolerance``).
     n_chains, n_sweeps : int
-        Chains, and sweeps per chain in the long run.
+        Chains, and sweeps per chain in the long run (``sweeps_per_draw`` × its draws).
     operator : str
     adapt_with : {"rb", "counts"}
         Statistic the initial iterations updated ``Ẑ`` with.
@@ -154,6 +149,8 @@ class TemperedSamples:
         (pilot, rounds, why it stopped).
     earlier_cost_sweeps : int
         Chain-sweeps spent before this run on its behalf (a pilot, earlier rounds).
+    sweeps_per_draw : int
+        Sweeps of every chain per level draw (:mod:`boltzlab.estimators.tempered.sampler`).
     """
 
     betas: Tensor
@@ -179,6 +176,7 @@ class TemperedSamples:
     final_state: SamplerState | None = None
     budget: Any = None
     earlier_cost_sweeps: int = 0
+    sweeps_per_draw: int = 1
 
     @property
     def n_levels(self) -> int:
@@ -239,10 +237,15 @@ class TemperedSamples:
         return self.stage_log_z_hat[-1]
 
     @property
+    def sweeps_per_chain(self) -> int:
+        """Sweeps of each chain in this run: initial iterations and long run."""
+        return int(self.block_sweeps.sum()) * self.sweeps_per_draw
+
+    @property
     def cost_sweeps(self) -> int:
         """Single-chain sweeps spent: ``n_chains ×`` (initial + long-run sweeps), plus
         ``earlier_cost_sweeps``."""
-        return self.n_chains * int(self.block_sweeps.sum()) + self.earlier_cost_sweeps
+        return self.n_chains * self.sweeps_per_chain + self.earlier_cost_sweeps
 
     @property
     def round_trips(self) -> Tensor:
@@ -281,6 +284,7 @@ def collect_tempered_samples(
     max_log_densities: int = 1_000_000,
     start: SamplerState | None = None,
     blocks: int | None = None,
+    sweeps_per_draw: int | None = None,
 ) -> TemperedSamples:
     """Run RTS's tempered sampler (module docstring) and keep the estimators' statistics.
 
@@ -333,24 +337,30 @@ def collect_tempered_samples(
         iterations pool every process's ``ĉ`` sums, and the statistics are gathered in chain
         order, so the samples do not depend on the number of processes (docs/architecture.md,
         "Scaling out"). Default: blocks only in a process group.
+    sweeps_per_draw : int, optional
+        Sweeps of every chain per level draw (:mod:`boltzlab.estimators.tempered.sampler`);
+        ``initial_sweeps`` and ``n_sweeps`` are rounded up to multiples of it. Default
+        :func:`~boltzlab.estimators.tempered.sampler.default_sweeps_per_draw`: 1 (the paper's)
+        on small models, more where the level densities would cost more than the sweep.
 
     Returns
     -------
     TemperedSamples
     """
-    # Long because the sampler loop keeps its per-step buffers in locals (a step allocates nothing);
-    # issue 27 leaves merging it with the trajectory's loop open.
     n_chains = check_positive_int(n_chains, "n_chains")
-    n_sweeps = check_positive_int(n_sweeps, "n_sweeps")
-    initial_sweeps = check_positive_int(initial_sweeps, "initial_sweeps")
-    n_batches = check_positive_int(n_batches, "n_batches")
-    max_log_densities = check_positive_int(max_log_densities, "max_log_densities")
-    check_nonnegative_int(n_initial_iterations, "n_initial_iterations")
-    if n_batches > n_sweeps:
-        raise ValidationError(f"n_batches={n_batches} is more than n_sweeps={n_sweeps}")
-    if not isinstance(stop_tolerance, (int, float)) or not stop_tolerance > 0:
-        raise ValidationError(f"stop_tolerance must be a positive number, got {stop_tolerance!r}")
-    adapt_with = validated_choice(adapt_with, ADAPT_STATISTICS, "adapt_with")
+    plan = RunPlan(
+        n_sweeps=n_sweeps,
+        n_initial_iterations=n_initial_iterations,
+        initial_sweeps=initial_sweeps,
+        stop_tolerance=stop_tolerance,
+        adapt_with=adapt_with,
+        n_batches=n_batches,
+        record_derivatives=record_derivatives,
+        record_weighted_derivatives=record_weighted_derivatives,
+        record_log_densities=record_log_densities,
+        max_log_densities=max_log_densities,
+        sweeps_per_draw=1 if sweeps_per_draw is None else sweeps_per_draw,
+    )
     transition = operators.resolve(operator)
     if n_temperatures is not None and ladder is None:
         n_temperatures = check_positive_int(n_temperatures, "n_temperatures")
@@ -364,76 +374,202 @@ def collect_tempered_samples(
     # Chains sweep at the ladder rounded to the model's dtype; densities use the same values.
     betas_model = resolved.betas.to(device=model.device, dtype=model.dtype)
     betas = betas_model.to(torch.float64)
-    n_levels = betas.numel()
     log_prior = resolve_log_prior(prior, betas.cpu())
-    log_z_hat = check_initial_log_z(initial_log_z, n_levels)
+    log_z_hat = check_initial_log_z(initial_log_z, betas.numel())
+    if sweeps_per_draw is None:  # from all processes' chains: every process picks the same
+        plan = dataclasses.replace(
+            plan, sweeps_per_draw=default_sweeps_per_draw(model, n_chains, betas.numel())
+        )
 
-    all_chains, shard_rows = n_chains, None
+    all_chains, sharded = n_chains, False
     part = distributed.shard_if_requested(n_chains, generator, blocks=blocks, device=model.device)
     if part is not None:
         if start is not None and start.chains.n_chains != n_chains:
             raise ValidationError(
                 f"start holds {start.chains.n_chains} chains; expected n_chains={n_chains} (all processes' chains)"
             )
-        generator, shard_rows = part.generator, slice(part.start, part.stop)  # type: ignore[assignment]
+        generator, sharded = part.generator, True  # type: ignore[assignment]
         n_chains = part.rows
         if start is not None:
-            start = SamplerState(
-                chains=start.chains.select(shard_rows), levels=torch.as_tensor(start.levels)[shard_rows]
-            )
-    sampler = TemperedStep(model, transition, betas_model, betas, log_prior, generator)
-    chains, levels = starting_states(model, start, n_chains, betas_model, generator)
-    terms = model.marginal_terms(chains.layers)
-    n_blocks = n_initial_iterations + n_batches
-    log_sums = torch.full((n_blocks, n_chains, n_levels), -math.inf, dtype=torch.float64, device=model.device)
-    counts = torch.zeros((n_blocks, n_chains, n_levels), dtype=torch.int64, device=model.device)
+            rows = slice(part.start, part.stop)
+            start = SamplerState(chains=start.chains.select(rows), levels=torch.as_tensor(start.levels)[rows])
+    space = ModelLevels(model, transition, betas_model, betas)
+    state = space.start(n_chains, start, generator=generator)
+    return run_levels(
+        space,
+        plan,
+        state=state,
+        betas=betas,
+        log_prior=log_prior,
+        log_z_hat=log_z_hat,
+        generator=generator,
+        all_chains=all_chains,
+        sharded=sharded,
+        operator=str(getattr(transition, "name", type(transition).__name__)),
+    )
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """How long a level sampler runs and what it keeps, checked once (defaults: the paper's).
+
+    Attributes
+    ----------
+    n_sweeps : int, default 1000
+        Long-run sweeps per chain, with ``Ẑ`` fixed.
+    n_initial_iterations : int, default 10
+        At most this many initial iterations (0 skips them).
+    initial_sweeps : int, default 50
+        Sweeps per initial iteration.
+    stop_tolerance : float, default 0.1
+        Stop the initial iterations once ``max_k |ĉ_k/r_k − 1| <`` this.
+    adapt_with : {"rb", "counts"}, default "rb"
+    n_batches : int, default 1
+        Equal batches of the long run.
+    record_derivatives, record_weighted_derivatives, record_log_densities : bool
+    max_log_densities : int, default 1,000,000
+    sweeps_per_draw : int, default 1
+        Sweeps per level draw; the initial iterations and the long run are rounded up to a
+        whole number of draws.
+    """
+
+    n_sweeps: int = 1000
+    n_initial_iterations: int = 10
+    initial_sweeps: int = 50
+    stop_tolerance: float = 0.1
+    adapt_with: str = "rb"
+    n_batches: int = 1
+    record_derivatives: bool = False
+    record_weighted_derivatives: bool = False
+    record_log_densities: bool = False
+    max_log_densities: int = 1_000_000
+    sweeps_per_draw: int = 1
+
+    def __post_init__(self) -> None:
+        checked = {
+            name: check_positive_int(getattr(self, name), name)
+            for name in ("n_sweeps", "initial_sweeps", "n_batches", "max_log_densities", "sweeps_per_draw")
+        }
+        check_nonnegative_int(self.n_initial_iterations, "n_initial_iterations")
+        if checked["n_batches"] > checked["n_sweeps"]:
+            raise ValidationError(f"n_batches={self.n_batches} is more than n_sweeps={self.n_sweeps}")
+        if not isinstance(self.stop_tolerance, (int, float)) or not self.stop_tolerance > 0:
+            raise ValidationError(f"stop_tolerance must be a positive number, got {self.stop_tolerance!r}")
+        checked["adapt_with"] = validated_choice(self.adapt_with, ADAPT_STATISTICS, "adapt_with")
+        for name, value in checked.items():  # frozen: the checked values replace the given ones
+            object.__setattr__(self, name, value)
+
+    @property
+    def initial_draws(self) -> int:
+        """Level draws per initial iteration: ``⌈initial_sweeps / sweeps_per_draw⌉``."""
+        return math.ceil(self.initial_sweeps / self.sweeps_per_draw)
+
+    @property
+    def long_run_draws(self) -> int:
+        """Level draws of the long run: ``⌈n_sweeps / sweeps_per_draw⌉``, at least one per batch."""
+        return max(self.n_batches, math.ceil(self.n_sweeps / self.sweeps_per_draw))
+
+
+def run_levels(
+    space: LevelSpace,
+    plan: RunPlan,
+    *,
+    state: LevelState,
+    betas: Tensor,
+    log_prior: Tensor,
+    log_z_hat: Tensor,
+    generator: torch.Generator,
+    all_chains: int,
+    sharded: bool,
+    operator: str,
+) -> TemperedSamples:
+    """The initial iterations and the long run of the level sampler (module docstring).
+
+    Parameters
+    ----------
+    space : LevelSpace
+        The levels (a model's ladder, a parameter path).
+    plan : RunPlan
+    state : LevelState
+        This process's chains to start from (``space.start``).
+    betas : Tensor, shape (K,), float64
+        The levels' β as the samples report them.
+    log_prior, log_z_hat : Tensor, shape (K,), float64, CPU
+        ``log r`` (normalised) and the starting ``log Ẑ``.
+    generator : torch.Generator
+        This process's stream.
+    all_chains : int
+        Chains over all processes (they size the thinning of the kept densities).
+    sharded : bool
+        Whether the chains are one process's share, to be gathered in chain order at the end.
+    operator : str
+        The operator's name, as the samples report it.
+    """
+    # Long because the loop keeps its per-step buffers in locals (a step allocates nothing).
+    device, n_levels = space.device, space.n_levels
+    n_chains = state.levels.shape[0]
+
+    def draw(state: LevelState, log_weights: Tensor) -> tuple[LevelState, Tensor, Tensor]:
+        for _ in range(plan.sweeps_per_draw - 1):
+            state = sweep_only(space, state, generator=generator)
+        return level_step(space, state, log_weights, generator=generator)
+
+    log_prior_device = log_prior.to(device)
+    n_blocks = plan.n_initial_iterations + plan.n_batches
+    log_sums = torch.full((n_blocks, n_chains, n_levels), -math.inf, dtype=torch.float64, device=device)
+    counts = torch.zeros((n_blocks, n_chains, n_levels), dtype=torch.int64, device=device)
 
     # Initial iterations (paper §2.4): fresh uniform levels, states carried over, Ẑ ← eq. 9.
     stage_log_z_hat, block_sweeps, stop_statistics = [], [], []
-    for iteration in range(n_initial_iterations):
+    for iteration in range(plan.n_initial_iterations):
         stage_log_z_hat.append(log_z_hat)
-        levels = randint(n_levels, (n_chains,), generator=generator, device=model.device)
-        chains = redraw_summed_layers(
-            model, Chains(layers=chains.layers, beta=betas_model[levels]), terms, generator=generator
-        )
-        for _ in range(initial_sweeps):
-            chains, terms, levels, _, log_q = sampler(chains, terms, log_z_hat)
-            accumulate_(log_sums[iteration], counts[iteration], log_q, levels)
-        block_sweeps.append(initial_sweeps)
+        log_weights = log_prior_device - log_z_hat.to(device)
+        levels = randint(n_levels, (n_chains,), generator=generator, device=device)
+        state = space.place(state.chains.layers, state.terms, levels, generator=generator)
+        for _ in range(plan.initial_draws):
+            state, _, log_q = draw(state, log_weights)
+            accumulate_(log_sums[iteration], counts[iteration], log_q, state.levels)
+        block_sweeps.append(plan.initial_draws)
         log_c = pooled_log_c(
             distributed.gather_rows(log_sums[iteration], what="pooling the initial iteration's sums"),
             distributed.gather_rows(counts[iteration], what="pooling the initial iteration's counts"),
-            adapt_with,
+            plan.adapt_with,
         )
         log_z_hat = rts_log_z(log_z_hat, log_prior, log_c)
         stop_statistics.append(stopping_statistic(log_c, log_prior))
-        if stop_statistics[-1] < stop_tolerance:
+        if stop_statistics[-1] < plan.stop_tolerance:
             break
     n_run = len(stop_statistics)
     stage_log_z_hat.append(log_z_hat)
 
     # The long run, with Ẑ fixed.
+    n_sweeps, n_batches = plan.long_run_draws, plan.n_batches
     recorder = LongRunRecorder(
         n_batches=n_batches,
         n_chains=n_chains,
-        betas=betas,
-        derivatives=record_derivatives,
-        weighted_derivatives=record_weighted_derivatives,
-        thinning=max(1, math.ceil(all_chains * n_sweeps * n_levels / max_log_densities)),
-        n_sweeps=n_sweeps if record_log_densities else 0,
+        betas=betas.to(device),
+        derivatives=plan.record_derivatives,
+        weighted_derivatives=plan.record_weighted_derivatives,
+        thinning=max(1, math.ceil(all_chains * n_sweeps * n_levels / plan.max_log_densities)),
+        n_sweeps=n_sweeps if plan.record_log_densities else 0,
     )
-    trips = TripCounter(n_chains, n_levels, model.device)
+    trips = TripCounter(n_chains, n_levels, device)
+    log_weights = log_prior_device - log_z_hat.to(device)
+    if plan.record_weighted_derivatives and isinstance(space, ModelLevels):
+        # TI-RB's derivatives at every level come with the densities, in one kernel pass.
+        space = dataclasses.replace(space, derivatives=True)
     boundaries = [(batch * n_sweeps) // n_batches for batch in range(n_batches + 1)]
     for batch in range(n_batches):
-        block = n_initial_iterations + batch
+        block = plan.n_initial_iterations + batch
         for sweep in range(boundaries[batch], boundaries[batch + 1]):
-            chains, terms, levels, log_f, log_q = sampler(chains, terms, log_z_hat)
-            accumulate_(log_sums[block], counts[block], log_q, levels)
-            trips.update(levels)
-            recorder.record(batch, sweep, terms, levels, log_f, log_q)
+            state, log_f, log_q = draw(state, log_weights)
+            accumulate_(log_sums[block], counts[block], log_q, state.levels)
+            trips.update(state.levels)
+            recorder.record(batch, sweep, state.terms, state.levels, log_f, log_q, state.derivatives)
         block_sweeps.append(boundaries[batch + 1] - boundaries[batch])
 
-    if shard_rows is not None:
+    chains, levels = state.chains, state.levels
+    if sharded:
         # Every statistic back in the one-process chain order (chains are dimension 1).
         log_sums, counts = gather_chain_statistic(log_sums), gather_chain_statistic(counts)
         recorder.derivative_sums = gather_chain_statistic(recorder.derivative_sums)
@@ -445,7 +581,7 @@ def collect_tempered_samples(
         levels = distributed.gather_rows(levels)
         n_chains = all_chains
     # Drop the blocks of initial iterations that the stopping rule skipped.
-    keep = torch.cat([torch.arange(n_run), torch.arange(n_initial_iterations, n_blocks)]).to(model.device)
+    keep = torch.cat([torch.arange(n_run), torch.arange(plan.n_initial_iterations, n_blocks)]).to(device)
     return TemperedSamples(
         betas=betas.cpu(),
         log_prior=log_prior,
@@ -456,82 +592,15 @@ def collect_tempered_samples(
         level_counts=counts.index_select(0, keep).cpu(),
         **recorder.results(),
         stop_statistics=torch.tensor(stop_statistics, dtype=torch.float64),
-        stopped=n_run > 0 and stop_statistics[-1] < stop_tolerance,
+        stopped=n_run > 0 and stop_statistics[-1] < plan.stop_tolerance,
         n_chains=n_chains,
-        n_sweeps=n_sweeps,
-        operator=str(getattr(transition, "name", type(transition).__name__)),
-        adapt_with=adapt_with,
+        n_sweeps=n_sweeps * plan.sweeps_per_draw,
+        operator=operator,
+        adapt_with=plan.adapt_with,
         passages=trips.passages.cpu(),
         final_state=SamplerState(chains=chains, levels=levels),
+        sweeps_per_draw=plan.sweeps_per_draw,
     )
-
-
-@dataclass(frozen=True)
-class SamplerState:
-    """Where a tempered run left its chains, so that a longer run can continue from there.
-
-    Attributes
-    ----------
-    chains : Chains
-        The states, each at its level's β (model dtype, model device).
-    levels : Tensor, shape (n_chains,), int64
-        Each chain's level index on the ladder.
-    """
-
-    chains: Chains
-    levels: Tensor
-
-    def subset(self, rows: Tensor) -> SamplerState:
-        """The states of the chains ``rows`` (indices, shape ``(m,)``)."""
-        rows = rows.to(self.levels.device)
-        chains = Chains(
-            layers=tuple(layer[rows] for layer in self.chains.layers), beta=self.chains.beta[rows]
-        )
-        return SamplerState(chains=chains, levels=self.levels[rows])
-
-
-class TemperedStep:
-    """One step of the tempered sampler with its fixed ingredients (module docstring)."""
-
-    def __init__(
-        self,
-        model: TemperedModel,
-        transition: Operator,
-        betas_model: Tensor,
-        betas: Tensor,
-        log_prior: Tensor,
-        generator: torch.Generator,
-    ) -> None:
-        self.model, self.transition, self.generator = model, transition, generator
-        self.betas_model, self.betas = betas_model, betas
-        self.log_prior = log_prior.to(model.device)
-        self._weights_for: Tensor | None = None
-        self._log_weights = self.log_prior
-
-    def __call__(
-        self, chains: Chains, terms: MarginalTerms, log_z_hat: Tensor
-    ) -> tuple[Chains, MarginalTerms, Tensor, Tensor, Tensor]:
-        """Sweep, then draw levels from ``q(β | x)``; returns chains, terms, levels, log f, log q.
-
-        ``terms`` are those of ``chains`` (reused by the sweep); the returned terms are those of
-        the returned chains. ``log_z_hat`` (CPU, shape ``(K,)``) is the current ``log Ẑ``.
-        """
-        if self._weights_for is not log_z_hat:  # one host-to-device copy per stage, not per step
-            self._weights_for, self._log_weights = (
-                log_z_hat,
-                self.log_prior - log_z_hat.to(self.log_prior.device),
-            )
-        swept, _ = self.transition.step(self.model, chains, generator=self.generator, terms=terms)
-        terms = self.model.marginal_terms(swept.layers)
-        log_f = log_f_all(terms, self.betas)
-        log_q = log_f + self._log_weights[None, :]
-        log_q = log_q - torch.logsumexp(log_q, 1, keepdim=True)
-        levels = sample_categorical(log_q, generator=self.generator)
-        # Redrawing the summed-out layer of every chain (moved or not) at its new β is a valid
-        # collapsed Gibbs move and keeps state-dependent operators exact.
-        moved = Chains(layers=swept.layers, beta=self.betas_model[levels])
-        moved = redraw_summed_layers(self.model, moved, terms, generator=self.generator)
-        return moved, terms, levels, log_f, log_q
 
 
 def accumulate_(log_sums: Tensor, counts: Tensor, log_q: Tensor, levels: Tensor) -> None:
@@ -600,15 +669,18 @@ class LongRunRecorder:
         levels: Tensor,
         log_f: Tensor,
         log_q: Tensor,
+        derivatives: Tensor | None = None,
     ) -> None:
         """Add the long-run sweep ``sweep`` (of batch ``batch``) to the statistics kept.
 
-        ``terms`` are read only for path derivatives (None when none are kept).
+        ``terms`` are read only for path derivatives (None when none are kept); the weighted
+        ones come from ``derivatives`` (``(n_chains, K)``) when the sampler computed them.
         """
         if (self.weighted_sums is not None or self.derivative_sums is not None) and terms is None:
             raise ValidationError("path derivatives need the states' marginal terms")
         if self.weighted_sums is not None:
-            derivatives = path_derivative_all(terms, self.betas)
+            if derivatives is None:
+                derivatives = path_derivative_all(terms, self.betas)
             self.weighted_sums[batch].add_(torch.exp(log_q) * derivatives)
             current = derivatives.gather(1, levels[:, None]).squeeze(1)
         elif self.derivative_sums is not None:
@@ -640,33 +712,3 @@ class LongRunRecorder:
 def gather_chain_statistic(tensor: Tensor | None) -> Tensor | None:
     """Every process's chains of a ``(·, n_chains, ·)`` statistic, in chain order."""
     return None if tensor is None else distributed.gather_rows(tensor, dim=1, what="gathering the statistics")
-
-
-def starting_states(
-    model: TemperedModel,
-    start: SamplerState | None,
-    n_chains: int,
-    betas_model: Tensor,
-    generator: torch.Generator,
-) -> tuple[Chains, Tensor]:
-    """Exact base samples at level 0 (``init_chains`` labels them β = 0), or ``start`` checked."""
-    if start is None:
-        chains = model.init_chains(n_chains, generator=generator)
-        return chains, torch.zeros(n_chains, dtype=torch.int64, device=model.device)
-    check_chains_match(
-        model,
-        start.chains,
-        name="start chains",
-        fix="continue from the final_state of a run of this model, or pass "
-        f"SamplerState(chains=start.chains.to(dtype={model.dtype}, device='{model.device}'), levels=start.levels)",
-    )
-    levels = torch.as_tensor(start.levels, dtype=torch.int64).to(model.device)
-    if start.chains.n_chains != n_chains or levels.shape != (n_chains,):
-        raise ValidationError(
-            f"start holds {start.chains.n_chains} chains and {tuple(levels.shape)} levels; expected "
-            f"n_chains={n_chains} of each"
-        )
-    if bool((levels < 0).any()) or bool((levels >= betas_model.numel()).any()):
-        raise ValidationError(f"start levels must index the {betas_model.numel()}-level ladder")
-    # The chains carry on at their levels' β of this ladder (a no-op when the ladder is theirs).
-    return Chains(layers=start.chains.layers, beta=betas_model[levels]), levels

@@ -65,7 +65,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,22 +87,11 @@ from boltzlab.estimators.tempered.budget import (
     run_rounds,
 )
 from boltzlab.estimators.tempered.checks import tempered_verdict_checks
-from boltzlab.estimators.tempered.levels import (
-    check_initial_log_z,
-    pooled_log_c,
-    resolve_log_prior,
-    rts_log_z,
-    stopping_statistic,
-)
+from boltzlab.estimators.tempered.levels import check_initial_log_z, resolve_log_prior
 from boltzlab.estimators.tempered.mbar import mbar_for_groups, mbar_from_samples
 from boltzlab.estimators.tempered.rts import rts_from_samples
-from boltzlab.estimators.tempered.samples import (
-    LongRunRecorder,
-    SamplerState,
-    TemperedSamples,
-    TripCounter,
-    accumulate_,
-)
+from boltzlab.estimators.tempered.sampler import LevelState, SamplerState
+from boltzlab.estimators.tempered.samples import RunPlan, TemperedSamples, run_levels
 from boltzlab.estimators.trajectory.ais import (
     PathCandidate,
     check_pilot_options,
@@ -116,9 +104,8 @@ from boltzlab.estimators.verdict.checks import DEFAULT_TARGET_STDERR, check_targ
 from boltzlab.models.rbm import RBM
 from boltzlab.models.trajectory import Trajectory
 from boltzlab.numerics import softplus
-from boltzlab.rng import rand, randint, resolve_generator
-from boltzlab.tempering.level_moves import sample_categorical
-from boltzlab.validation import check_nonnegative_int, check_positive_int, require
+from boltzlab.rng import rand, resolve_generator
+from boltzlab.validation import check_positive_int, require
 
 __all__ = [
     "PathLevels",
@@ -567,6 +554,8 @@ class PathLevels:
         self.visible_bias_t = path.visible_bias.to(torch.float64).T.contiguous()
         # Normalises level 0: every level's log Z is then absolute.
         self.anchor_log_z = path.anchor_log_z
+        self.betas = positions / (n_points - 1)  # float64, CPU: the levels as the samples report them
+        self.chain_betas = self.betas.to(device=device, dtype=dtype)
 
     @property
     def device(self) -> torch.device:
@@ -583,8 +572,9 @@ class PathLevels:
         )
         return pre, v.to(torch.float64) @ self.visible_bias_t
 
-    def log_f_all(self, pre: Tensor, linear: Tensor) -> Tensor:
-        """``log f_k(v) − log Z_0`` at every level; shape ``(n, K)``, float64."""
+    def log_f_all(self, terms: tuple[Tensor, Tensor]) -> Tensor:
+        """``log f_k(v) − log Z_0`` at every level from :meth:`point_terms`; shape ``(n, K)``, float64."""
+        pre, linear = terms
         n = pre.shape[0]
         left, right = self.segment, self.segment + 1
         out = torch.lerp(linear[:, left], linear[:, right], self.fraction[None, :]) - self.anchor_log_z
@@ -621,10 +611,51 @@ class PathLevels:
             out[rows] = torch.lerp(left, right, fractions[rows])
         return out
 
-    def sweep(self, v: Tensor, pre: Tensor, levels: Tensor, generator: torch.Generator) -> Tensor:
-        """One Gibbs sweep (hidden, then visible) of every chain at its level; the new ``v``."""
-        h = _bernoulli_logits(self.hidden_logits(pre, levels), generator)
-        return _bernoulli_logits(self.visible_logits(h, levels), generator)
+    # ------------------------------------------------------------------ the level space
+    # (boltzlab.estimators.tempered.sampler.LevelSpace: the tempered family's level sampler
+    # runs on these levels as it runs on a model's ladder)
+    def start(self, n_chains: int, start: SamplerState | None, *, generator: torch.Generator) -> LevelState:
+        """Exact anchor draws at level 0, or ``start`` (a previous run's final state) checked."""
+        if start is None:
+            v = self.path.sample_anchor(n_chains, generator=generator).layers[0]
+            levels = torch.zeros(n_chains, dtype=torch.int64, device=self.device)
+        else:
+            v, levels = (
+                start.chains.layers[0],
+                torch.as_tensor(start.levels, dtype=torch.int64).to(self.device),
+            )
+            if v.shape != (n_chains, self.n_visible) or levels.shape != (n_chains,):
+                raise ValidationError(f"start must hold n_chains={n_chains} visible states and levels")
+        return self.place((v,), self.terms((v,)), levels, generator=generator)
+
+    def terms(self, layers: tuple[Tensor, ...]) -> tuple[Tensor, Tensor]:
+        """:meth:`point_terms` of the visible states."""
+        return self.point_terms(layers[0])
+
+    def densities(self, terms: tuple[Tensor, Tensor]) -> tuple[Tensor, None]:
+        """:meth:`log_f_all`; a path keeps no path derivatives."""
+        return self.log_f_all(terms), None
+
+    def sweep(self, state: LevelState, *, generator: torch.Generator) -> tuple[Tensor, ...]:
+        """One Gibbs sweep (hidden, then visible) of every chain at its level; the new ``(v,)``."""
+        pre, _ = state.terms
+        h = _bernoulli_logits(self.hidden_logits(pre, state.levels), generator)
+        return (_bernoulli_logits(self.visible_logits(h, state.levels), generator),)
+
+    def place(
+        self,
+        layers: tuple[Tensor, ...],
+        terms: tuple[Tensor, Tensor],
+        levels: Tensor,
+        *,
+        generator: torch.Generator,
+    ) -> LevelState:
+        """The states at ``levels``: nothing to redraw (the sweep draws ``h`` from ``v`` at the level).
+
+        The chains' ``beta`` holds the level positions over ``P − 1``.
+        """
+        chains = Chains(layers=layers, beta=self.chain_betas[levels])
+        return LevelState(chains=chains, terms=terms, levels=levels)
 
 
 def _bernoulli_logits(logits: Tensor, generator: torch.Generator) -> Tensor:
@@ -679,93 +710,26 @@ def collect_trajectory_samples(
     continues a previous run's ``final_state`` on the same levels (its chains' β holds the
     level positions divided by ``P − 1``).
     """
-    # Long because the sampler loop keeps its per-step buffers in locals, as
-    # collect_tempered_samples does.
     n_chains = check_positive_int(n_chains, "n_chains")
-    n_sweeps = check_positive_int(n_sweeps, "n_sweeps")
-    initial_sweeps = check_positive_int(initial_sweeps, "initial_sweeps")
-    max_log_densities = check_positive_int(max_log_densities, "max_log_densities")
-    check_nonnegative_int(n_initial_iterations, "n_initial_iterations")
-    if not isinstance(stop_tolerance, (int, float)) or not stop_tolerance > 0:
-        raise ValidationError(f"stop_tolerance must be a positive number, got {stop_tolerance!r}")
-    n_levels, device = levels.n_levels, levels.device
-    betas = levels.positions / (levels.n_points - 1)
-    log_prior = resolve_log_prior(prior, betas)
-    log_z_hat = check_initial_log_z(initial_log_z, n_levels)
-    if start is None:
-        v = levels.path.sample_anchor(n_chains, generator=generator).layers[0]
-        level = torch.zeros(n_chains, dtype=torch.int64, device=device)
-    else:
-        v, level = start.chains.layers[0], torch.as_tensor(start.levels, dtype=torch.int64).to(device)
-        if v.shape != (n_chains, levels.n_visible) or level.shape != (n_chains,):
-            raise ValidationError(f"start must hold n_chains={n_chains} visible states and levels")
-    pre, _ = levels.point_terms(v)
-    log_prior_device = log_prior.to(device)
-
-    def step(v: Tensor, pre: Tensor, level: Tensor, weights: Tensor) -> tuple[Tensor, ...]:
-        v = levels.sweep(v, pre, level, generator)
-        pre, linear = levels.point_terms(v)
-        log_f = levels.log_f_all(pre, linear)
-        log_q = log_f + weights[None, :]
-        log_q = log_q - torch.logsumexp(log_q, 1, keepdim=True)
-        return v, pre, sample_categorical(log_q, generator=generator), log_f, log_q
-
-    n_blocks = n_initial_iterations + 1
-    log_sums = torch.full((n_blocks, n_chains, n_levels), -math.inf, dtype=torch.float64, device=device)
-    counts = torch.zeros((n_blocks, n_chains, n_levels), dtype=torch.int64, device=device)
-    stage_log_z_hat, block_sweeps, stop_statistics = [], [], []
-    for iteration in range(n_initial_iterations):
-        stage_log_z_hat.append(log_z_hat)
-        weights = log_prior_device - log_z_hat.to(device)
-        level = randint(n_levels, (n_chains,), generator=generator, device=device)
-        for _ in range(initial_sweeps):
-            v, pre, level, _, log_q = step(v, pre, level, weights)
-            accumulate_(log_sums[iteration], counts[iteration], log_q, level)
-        block_sweeps.append(initial_sweeps)
-        log_c = pooled_log_c(log_sums[iteration], counts[iteration], "rb")
-        log_z_hat = rts_log_z(log_z_hat, log_prior, log_c)
-        stop_statistics.append(stopping_statistic(log_c, log_prior))
-        if stop_statistics[-1] < stop_tolerance:
-            break
-    n_run = len(stop_statistics)
-    stage_log_z_hat.append(log_z_hat)
-
-    recorder = LongRunRecorder(
-        n_batches=1,
-        n_chains=n_chains,
-        betas=betas.to(device),
-        derivatives=False,
-        weighted_derivatives=False,
-        thinning=max(1, math.ceil(n_chains * n_sweeps * n_levels / max_log_densities)),
-        n_sweeps=n_sweeps if record_log_densities else 0,
-    )
-    trips = TripCounter(n_chains, n_levels, device)
-    weights = log_prior_device - log_z_hat.to(device)
-    block = n_initial_iterations
-    for sweep in range(n_sweeps):
-        v, pre, level, log_f, log_q = step(v, pre, level, weights)
-        accumulate_(log_sums[block], counts[block], log_q, level)
-        trips.update(level)
-        recorder.record(0, sweep, None, level, log_f, log_q)
-    block_sweeps.append(n_sweeps)
-
-    keep = torch.cat([torch.arange(n_run), torch.arange(n_initial_iterations, n_blocks)]).to(device)
-    final = Chains(layers=(v,), beta=betas.to(device=device, dtype=levels.dtype)[level])
-    return TemperedSamples(
-        betas=betas,
-        log_prior=log_prior,
-        stage_log_z_hat=torch.stack(stage_log_z_hat),
-        block_stage=torch.tensor([*range(n_run), n_run], dtype=torch.int64),
-        block_sweeps=torch.tensor(block_sweeps, dtype=torch.int64),
-        log_probability_sums=log_sums.index_select(0, keep).cpu(),
-        level_counts=counts.index_select(0, keep).cpu(),
-        **recorder.results(),
-        stop_statistics=torch.tensor(stop_statistics, dtype=torch.float64),
-        stopped=n_run > 0 and stop_statistics[-1] < stop_tolerance,
-        n_chains=n_chains,
+    plan = RunPlan(
         n_sweeps=n_sweeps,
+        n_initial_iterations=n_initial_iterations,
+        initial_sweeps=initial_sweeps,
+        stop_tolerance=stop_tolerance,
+        record_log_densities=record_log_densities,
+        max_log_densities=max_log_densities,
+    )
+    log_prior = resolve_log_prior(prior, levels.betas)
+    log_z_hat = check_initial_log_z(initial_log_z, levels.n_levels)
+    return run_levels(
+        levels,
+        plan,
+        state=levels.start(n_chains, start, generator=generator),
+        betas=levels.betas,
+        log_prior=log_prior,
+        log_z_hat=log_z_hat,
+        generator=generator,
+        all_chains=n_chains,
+        sharded=False,
         operator="gibbs",
-        adapt_with="rb",
-        passages=trips.passages.cpu(),
-        final_state=SamplerState(chains=final, levels=level),
     )

@@ -1,0 +1,99 @@
+"""The level-sums kernel: Σ softplus(β a) and Σ a σ(β a) at every level against float64 torch,
+its modes, and the tempered estimators exact with it on tiny models (forced on)."""
+
+import pytest
+import torch
+
+import boltzlab as bl
+from boltzlab import level_sums
+from boltzlab.errors import ValidationError
+from boltzlab.estimators.tempered.levels import log_f_all, log_f_and_derivatives_all, path_derivative_all
+from harness import check_estimator_exact
+
+
+@pytest.fixture
+def kernel_on():
+    level_sums.set_mode("on")
+    yield
+    level_sums.set_mode(None)
+
+
+def reference(pre: torch.Tensor, betas: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    scaled = pre.double()[:, None, :] * betas.double()[None, :, None]
+    return (
+        torch.nn.functional.softplus(scaled).sum(2),
+        (pre.double()[:, None, :] * torch.sigmoid(scaled)).sum(2),
+    )
+
+
+@pytest.mark.parametrize(
+    ("n", "units", "levels", "scale"),
+    [(7, 500, 100, 3.0), (3, 130, 17, 30.0), (5, 1, 1, 1.0), (4, 64, 3, 200.0), (2, 65, 9, 0.0)],
+)
+def test_kernel_matches_float64_sums_and_derivatives(kernel_on, n, units, levels, scale):
+    # Block edges (64, 65 units), one unit, one level, huge pre-activations (e^{-β|a|} far
+    # below the smallest float) and all-zero ones (every factor exactly 2).
+    g = torch.Generator().manual_seed(units)
+    pre = torch.randn(n, units, generator=g) * scale
+    betas = (
+        torch.cat([torch.zeros(1), torch.rand(levels - 1, generator=g).sort().values])
+        if levels > 1
+        else torch.ones(1)
+    )
+    sums, derivatives = level_sums.level_sums(pre, betas, derivative=True)
+    expected_sums, expected_derivatives = reference(pre, betas)
+    assert sums.dtype == derivatives.dtype == torch.float64 and sums.shape == (n, levels)
+    # single-precision exponentials and products: a few 1e-6 nats per 500 units
+    assert torch.allclose(sums, expected_sums, rtol=0, atol=2e-5 * max(1.0, units / 100))
+    assert torch.allclose(derivatives, expected_derivatives, rtol=2e-6, atol=2e-5 * max(1.0, units / 100))
+    alone, none = level_sums.level_sums(pre, betas)
+    assert none is None and torch.equal(alone, sums)
+
+
+def test_kernel_takes_float64_input_and_is_deterministic_across_threads(kernel_on):
+    pre = torch.randn(33, 200, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 4
+    betas = torch.linspace(0, 1, 40, dtype=torch.float64)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one, _ = level_sums.level_sums(pre, betas)
+        torch.set_num_threads(2)
+        two, _ = level_sums.level_sums(pre, betas)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one, two)  # each row is summed by one thread in a fixed order
+    assert torch.allclose(one, reference(pre, betas)[0], rtol=0, atol=2e-5)
+
+
+def test_level_densities_use_the_kernel_only_from_the_size_threshold(monkeypatch):
+    model = bl.RBM(n_visible=9, n_hidden=6, generator=0)
+    terms = model.marginal_terms(model.init_chains(11, generator=0).layers)
+    betas = torch.linspace(0, 1, 8, dtype=torch.float64)
+    level_sums.set_mode(None)
+    assert not level_sums.uses_kernel(11, 8, 6, torch.device("cpu"))  # far below MIN_ELEMENTS
+    assert level_sums.uses_kernel(11, 8, 6 * level_sums.MIN_ELEMENTS, torch.device("cpu"))
+    assert not level_sums.uses_kernel(11, 8, 6 * level_sums.MIN_ELEMENTS, torch.device("meta"))
+    exact = log_f_all(terms, betas)
+    monkeypatch.setenv(level_sums.ENVIRONMENT_VARIABLE, "on")
+    fast_f, fast_d = log_f_and_derivatives_all(terms, betas)
+    assert not torch.equal(fast_f, exact) and torch.allclose(fast_f, exact, rtol=0, atol=1e-5)
+    assert torch.allclose(fast_d, path_derivative_all(terms, betas), rtol=1e-5, atol=1e-5)
+    monkeypatch.setenv(level_sums.ENVIRONMENT_VARIABLE, "off")
+    assert torch.equal(log_f_all(terms, betas), exact)
+
+
+def test_bad_modes_are_refused(monkeypatch):
+    with pytest.raises(ValidationError, match="set_mode must be one of auto, on, off"):
+        level_sums.set_mode("sometimes")
+    monkeypatch.setenv(level_sums.ENVIRONMENT_VARIABLE, "fast")
+    with pytest.raises(ValidationError, match="BOLTZLAB_LEVEL_SUMS must be one of"):
+        level_sums.mode()
+
+
+@pytest.mark.parametrize("method", ["rts", "ti-rb", "mbar"])
+def test_tempered_estimators_agree_with_enumeration_through_the_kernel(kernel_on, method):
+    check_estimator_exact(
+        lambda model, budget, seed: bl.estimate_log_z(
+            model, method=method, n_chains=20, n_temperatures=20, n_sweeps=200 * budget, generator=seed
+        )
+    )
