@@ -38,10 +38,6 @@ import boltzlab as bl
 SEEDS = range(10)
 # Fields that hold wall-clock time (a training record's ``time``): they differ between any two runs.
 WALL_CLOCK_FIELDS = frozenset({"time", "seconds", "elapsed"})
-# Fields that a change added to a result type, with the value that means "as before": skipped
-# at that value, so that results written before the field existed still compare (issue 28's
-# sweeps per level draw: 1 is one draw per sweep, the only behaviour before it).
-ADDED_FIELDS = {"sweeps_per_draw": 1}
 
 
 def _feed(digest: Any, value: Any) -> None:
@@ -68,8 +64,6 @@ def _feed(digest: Any, value: Any) -> None:
         _feed(digest, type(value).__name__)
         for field in dataclasses.fields(value):
             if field.name in WALL_CLOCK_FIELDS:
-                continue
-            if field.name in ADDED_FIELDS and getattr(value, field.name) == ADDED_FIELDS[field.name]:
                 continue
             _feed(digest, field.name)
             _feed(digest, getattr(value, field.name))

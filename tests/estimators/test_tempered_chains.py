@@ -20,8 +20,7 @@ from boltzlab.estimators.tempered.budget import (
     max_chains_for,
     precision_stderr,
 )
-from boltzlab.estimators.tempered.sampler import default_sweeps_per_draw
-from harness import check_estimator_exact, random_rbm
+from harness import random_rbm
 from tolerances import MAX_Z
 
 
@@ -79,41 +78,3 @@ def test_a_wider_round_stays_right_on_an_enumerable_model(method):
     chains = [r.n_chains for r in result.info.budget.rounds]
     assert chains[0] == 20 and chains[-1] > 20
     assert abs(result.z_score(exact)) < MAX_Z and result.reliable, result.warnings
-
-
-# ---------------------------------------------------------------------- sweeps per level draw
-def test_sweeps_between_level_draws_keep_rts_exact_and_count_every_sweep():
-    check_estimator_exact(
-        lambda model, budget, seed: bl.estimate_log_z(
-            model,
-            method="rts",
-            n_chains=20,
-            n_temperatures=20,
-            n_sweeps=600 * budget,
-            sweeps_per_draw=3,
-            generator=seed,
-        )
-    )
-    model = random_rbm(7, 3, seed=1, base_rate=True)
-    samples = collect_tempered_samples(
-        model, n_chains=5, n_temperatures=6, n_sweeps=100, initial_sweeps=10, n_initial_iterations=2,
-        stop_tolerance=1e-9, sweeps_per_draw=3, generator=0,
-    )  # fmt: skip
-    # draws per block: ⌈10/3⌉ = 4 per initial iteration, ⌈100/3⌉ = 34 in the long run
-    assert samples.block_sweeps.tolist() == [4, 4, 34] and samples.sweeps_per_draw == 3
-    assert samples.n_sweeps == 102 and samples.sweeps_per_chain == 3 * 42
-    assert samples.cost_sweeps == 5 * 3 * 42
-    assert int(samples.level_counts[-1].sum()) == 5 * 34  # one level draw per draw and chain
-
-
-def test_default_sweeps_per_draw_is_one_on_small_models_and_sized_on_large_ones():
-    small = random_rbm(7, 3, seed=1)
-    assert default_sweeps_per_draw(small, 100, 100) == 1
-    large = bl.RBM(n_visible=784, n_hidden=500, generator=0)
-    # 100 levels of 14 multiply-adds each against a quarter of two 784-wide products
-    assert default_sweeps_per_draw(large, 100, 100) == 4
-    assert default_sweeps_per_draw(large, 100, 10) == 1
-    with pytest.raises(ValidationError, match="sweeps_per_draw must be a positive integer"):
-        collect_tempered_samples(
-            small, n_chains=3, n_temperatures=4, n_sweeps=5, sweeps_per_draw=0, generator=0
-        )

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
+from boltzlab.errors import ValidationError
 from boltzlab.registry import Registry
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ __all__ = [
     "FAMILIES",
     "FLAGS",
     "EstimatorRecord",
+    "check_option_names",
     "find_record",
     "get_record",
     "methods",
@@ -61,6 +63,20 @@ FLAGS: Mapping[str, str] = MappingProxyType(
         "examples": "data",
     }
 )
+
+
+def check_option_names(options: type, given: Mapping[str, Any], method: str, own: Sequence[str] = ()) -> None:
+    """Refuse names in ``given`` that are not fields of the options class, listing the accepted ones.
+
+    ``own`` are the method's own options (read before the class), listed first; ``generator``
+    is always accepted.
+    """
+    names = [field.name for field in dataclasses.fields(options)]
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        accepted = ", ".join([*own, *names, "generator"])
+        raise ValidationError(f"unknown {method} option(s) {', '.join(unknown)}; {method} takes {accepted}")
+
 
 EstimatorFunction = Callable[..., "LogZEstimate"]
 #: ``checks(estimate, verdict) -> estimate``: the family's checks on its own results, added to

@@ -21,7 +21,6 @@ classes.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -33,6 +32,7 @@ from boltzlab import operators
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.annealing.adaptive_schedules import check_schedule
 from boltzlab.estimators.annealing.chain_budget import BUDGET_OPTIONS, DEFAULT_CHAINS
+from boltzlab.estimators.record import check_option_names
 from boltzlab.estimators.verdict.checks import check_target_stderr
 from boltzlab.estimators.verdict.lower_bound import LowerBound
 from boltzlab.operators.base import Operator
@@ -108,13 +108,7 @@ class AnnealingOptions:
         ValidationError
             For an unknown name, or a value the options refuse.
         """
-        names = [field.name for field in dataclasses.fields(cls)]
-        unknown = sorted(set(given) - set(names))
-        if unknown:
-            accepted = ", ".join([*own, *names, "generator"])
-            raise ValidationError(
-                f"unknown {method} option(s) {', '.join(unknown)}; {method} takes {accepted}"
-            )
+        check_option_names(cls, given, method, own)
         return cls(**given)
 
 

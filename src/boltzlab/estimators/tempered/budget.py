@@ -63,7 +63,7 @@ import torch
 from boltzlab import distributed
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
-from boltzlab.estimators.record import register_estimator
+from boltzlab.estimators.record import check_option_names, register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.tempered.checks import (
     Recompute,
@@ -116,8 +116,7 @@ class TemperedOptions:
     (100), ``n_sweeps`` (:data:`DEFAULT_N_SWEEPS`), ``operator`` (Gibbs), ``prior``
     (uniform), ``initial_log_z`` (the pilot's), ``n_initial_iterations`` (10),
     ``initial_sweeps`` (50), ``stop_tolerance`` (0.1), ``adapt_with`` ("rb"),
-    ``max_log_densities`` (1,000,000), ``blocks`` and ``sweeps_per_draw`` (1 on small
-    models, sized to the level densities' cost on large ones); the ladder's for ``ladder``
+    ``max_log_densities`` (1,000,000) and ``blocks``; the ladder's for ``ladder``
     ("adaptive"), ``n_temperatures`` (:data:`DEFAULT_LEVELS`), ``pilot_chains`` (the
     estimate's chains) and ``pilot_temperatures`` (1,000); the budget's for ``max_sweeps``
     (``n_sweeps`` when only that is given, else grown to :data:`DEFAULT_MAX_SWEEPS`),
@@ -147,7 +146,6 @@ class TemperedOptions:
     blocks: int | None = None
     pilot_chains: int | None = None
     pilot_temperatures: int | None = None
-    sweeps_per_draw: int | None = None
 
     @classmethod
     def from_given(cls, given: Mapping[str, Any], method: str, own: Sequence[str] = ()) -> Self:
@@ -156,13 +154,7 @@ class TemperedOptions:
         The sampler's own options are checked where the sampler reads them
         (:func:`~boltzlab.estimators.tempered.samples.collect_tempered_samples`).
         """
-        names = [field.name for field in dataclasses.fields(cls)]
-        unknown = sorted(set(given) - set(names))
-        if unknown:
-            accepted = ", ".join([*own, *names, "generator"])
-            raise ValidationError(
-                f"unknown {method} option(s) {', '.join(unknown)}; {method} takes {accepted}"
-            )
+        check_option_names(cls, given, method, own)
         options = cls(**given)
         # n_chains is checked under the caller's own name before the pilot and the cap use it.
         checked = {
@@ -308,8 +300,6 @@ def estimate_with_budget(
             "n_initial_iterations": 0,
             "ladder": samples.betas,
             "n_temperatures": None,
-            # The first round's choice, kept: a round of other chains would size it anew.
-            "sweeps_per_draw": samples.sweeps_per_draw,
             **changes,
         }
 
@@ -591,7 +581,7 @@ class TemperedBudget:
 
 
 def _sweeps_per_chain(samples: TemperedSamples) -> int:
-    return samples.sweeps_per_chain
+    return int(samples.block_sweeps.sum())
 
 
 def next_log_z_hat(samples: TemperedSamples) -> torch.Tensor:
@@ -680,8 +670,7 @@ def run_rounds(
         imprecise = stderr_failures(estimate, target_stderr)
         rounds.append(
             BudgetRound(
-                initial_sweeps=int(samples.block_sweeps[: samples.n_initial_iterations].sum())
-                * samples.sweeps_per_draw,
+                initial_sweeps=int(samples.block_sweeps[: samples.n_initial_iterations].sum()),
                 long_run_sweeps=samples.n_sweeps,
                 n_chains=samples.n_chains,
                 log_z=estimate.log_z,

@@ -19,16 +19,6 @@ with log-weights ``w`` (``log r_k − log Ẑ_k`` for RTS). One **step** (:func:
 The step returns ``log f`` and ``log q`` of the swept states, which is what the estimators
 keep (RTS's Rao-Blackwellized ``ĉ``, MBAR's densities, TI-RB's weights).
 
-**Sweeps between level draws.** Step 2 costs ``K`` densities per chain; on a large model
-(784×500, ``K = 100``) that is more than the sweep itself even with the compiled kernel of
-:mod:`boltzlab.level_sums`. A run may therefore make ``s`` sweeps per level draw
-(:func:`sweep_only` ``s − 1`` times, then :func:`level_step`): each sweep leaves every
-level's distribution invariant, so the chain keeps the joint target, and the statistics
-kept at the draws stay unbiased (they are averages over states of the joint chain, now
-every ``s``-th). Consecutive sweeps of a large model are strongly correlated, so little
-is lost; :func:`default_sweeps_per_draw` sizes ``s`` so that the densities take about a
-quarter of a step.
-
 **Level spaces.** What a level *is* is the :class:`LevelSpace`'s business:
 
 * :class:`ModelLevels`: levels are inverse temperatures β of a :class:`TemperedModel`, swept
@@ -47,7 +37,6 @@ target.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -62,7 +51,6 @@ from boltzlab.estimators.tempered.levels import (
     path_derivative_all,
     single_precision_log_f_all,
 )
-from boltzlab.level_sums import uses_kernel
 from boltzlab.models.base import MarginalTerms, TemperedModel
 from boltzlab.operators.base import Operator
 from boltzlab.tempering.base import redraw_summed_layers
@@ -74,18 +62,10 @@ __all__ = [
     "LevelState",
     "ModelLevels",
     "SamplerState",
-    "default_sweeps_per_draw",
     "level_step",
-    "sweep_only",
 ]
 
 DENSITY_DTYPES = ("float64", "float32")
-#: Share of a tempered step that :func:`default_sweeps_per_draw` lets the level densities take.
-DENSITY_SHARE = 0.25
-#: Cost of one exponential of the level-sums kernel in multiply-adds of the sweep's matrix
-#: products (float32, one thread, 100 chains of a 784×500 RBM: 0.35 ns against 0.025 ns;
-#: benchmarks/tempered_cost.py).
-EXPONENTIAL_IN_MULTIPLY_ADDS = 14.0
 
 
 @dataclass(frozen=True)
@@ -204,18 +184,6 @@ def level_step(
     return placed, log_f, log_q
 
 
-def sweep_only(space: LevelSpace, state: LevelState, *, generator: torch.Generator) -> LevelState:
-    """One sweep of every chain at its level, the levels kept (between two level draws).
-
-    A valid move on its own: the sweep leaves each level's distribution invariant. Returns
-    the swept chains with their terms.
-    """
-    layers = space.sweep(state, generator=generator)
-    return LevelState(
-        chains=Chains(layers=layers, beta=state.chains.beta), terms=space.terms(layers), levels=state.levels
-    )
-
-
 @dataclass(frozen=True)
 class ModelLevels:
     """Levels at inverse temperatures of a tempered model, swept by ``operator``.
@@ -323,29 +291,3 @@ class ModelLevels:
             self.model, Chains(layers=layers, beta=self.betas[levels]), terms, generator=generator
         )
         return LevelState(chains=chains, terms=terms, levels=levels)
-
-
-def default_sweeps_per_draw(model: TemperedModel, n_chains: int, n_levels: int) -> int:
-    """Sweeps per level draw that keep the level densities near :data:`DENSITY_SHARE` of a step.
-
-    1 (the paper's one draw per sweep) unless the densities are large enough for the compiled
-    kernel (:func:`boltzlab.level_sums.uses_kernel`: the exact-oracle models always draw every
-    sweep); then ``⌈K·c / (DENSITY_SHARE · 2·J_kept)⌉`` with ``c`` =
-    :data:`EXPONENTIAL_IN_MULTIPLY_ADDS`: the densities cost ``K·J`` exponentials per chain,
-    a sweep two products of ``J × J_kept`` multiply-adds (4 for a 784×500 RBM and ``K = 100``).
-    Depends on sizes only, never on timings, so a seed gives the same run everywhere; pass
-    ``sweeps_per_draw`` to choose.
-
-    Parameters
-    ----------
-    model : TemperedModel
-    n_chains : int
-        Chains of the whole run (all processes), so every process picks the same value.
-    n_levels : int
-        ``K``.
-    """
-    summed = sum(model.layer_sizes[index] for index in model.update_groups[0])
-    if not uses_kernel(n_chains, n_levels, summed, model.device):
-        return 1
-    kept = max(1, sum(model.layer_sizes) - summed)
-    return max(1, math.ceil(n_levels * EXPONENTIAL_IN_MULTIPLY_ADDS / (DENSITY_SHARE * 2 * kept)))

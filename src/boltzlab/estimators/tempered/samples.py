@@ -75,9 +75,7 @@ from boltzlab.estimators.tempered.sampler import (
     LevelState,
     ModelLevels,
     SamplerState,
-    default_sweeps_per_draw,
     level_step,
-    sweep_only,
 )
 from boltzlab.models.base import MarginalTerms, TemperedModel, path_derivative
 from boltzlab.operators.base import Operator
@@ -114,8 +112,7 @@ class TemperedSamples:
         long run's fixed ``log Ẑ``.
     block_stage : Tensor, shape (I + B,), int64
     block_sweeps : Tensor, shape (I + B,), int64
-        Level draws per chain in each block: the samples each block's statistics hold. Each
-        draw follows ``sweeps_per_draw`` sweeps (1, the paper's, unless the run chose more).
+        Sweeps per chain in each block.
     log_probability_sums : Tensor, shape (I + B, n_chains, K), float64
         ``log Σ_t q(β_k | x_t)`` over the block's sweeps, per chain.
     level_counts : Tensor, shape (I + B, n_chains, K), int64
@@ -135,7 +132,7 @@ class TemperedSamples:
     stopped : bool
         Whether the stopping rule triggered (``stop_statistics[-1] < stop_tolerance``).
     n_chains, n_sweeps : int
-        Chains, and sweeps per chain in the long run (``sweeps_per_draw`` × its draws).
+        Chains, and sweeps per chain in the long run.
     operator : str
     adapt_with : {"rb", "counts"}
         Statistic the initial iterations updated ``Ẑ`` with.
@@ -149,8 +146,6 @@ class TemperedSamples:
         (pilot, rounds, why it stopped).
     earlier_cost_sweeps : int
         Chain-sweeps spent before this run on its behalf (a pilot, earlier rounds).
-    sweeps_per_draw : int
-        Sweeps of every chain per level draw (:mod:`boltzlab.estimators.tempered.sampler`).
     """
 
     betas: Tensor
@@ -176,7 +171,6 @@ class TemperedSamples:
     final_state: SamplerState | None = None
     budget: Any = None
     earlier_cost_sweeps: int = 0
-    sweeps_per_draw: int = 1
 
     @property
     def n_levels(self) -> int:
@@ -237,15 +231,10 @@ class TemperedSamples:
         return self.stage_log_z_hat[-1]
 
     @property
-    def sweeps_per_chain(self) -> int:
-        """Sweeps of each chain in this run: initial iterations and long run."""
-        return int(self.block_sweeps.sum()) * self.sweeps_per_draw
-
-    @property
     def cost_sweeps(self) -> int:
         """Single-chain sweeps spent: ``n_chains ×`` (initial + long-run sweeps), plus
         ``earlier_cost_sweeps``."""
-        return self.n_chains * self.sweeps_per_chain + self.earlier_cost_sweeps
+        return self.n_chains * int(self.block_sweeps.sum()) + self.earlier_cost_sweeps
 
     @property
     def round_trips(self) -> Tensor:
@@ -284,7 +273,6 @@ def collect_tempered_samples(
     max_log_densities: int = 1_000_000,
     start: SamplerState | None = None,
     blocks: int | None = None,
-    sweeps_per_draw: int | None = None,
 ) -> TemperedSamples:
     """Run RTS's tempered sampler (module docstring) and keep the estimators' statistics.
 
@@ -337,11 +325,6 @@ def collect_tempered_samples(
         iterations pool every process's ``ĉ`` sums, and the statistics are gathered in chain
         order, so the samples do not depend on the number of processes (docs/architecture.md,
         "Scaling out"). Default: blocks only in a process group.
-    sweeps_per_draw : int, optional
-        Sweeps of every chain per level draw (:mod:`boltzlab.estimators.tempered.sampler`);
-        ``initial_sweeps`` and ``n_sweeps`` are rounded up to multiples of it. Default
-        :func:`~boltzlab.estimators.tempered.sampler.default_sweeps_per_draw`: 1 (the paper's)
-        on small models, more where the level densities would cost more than the sweep.
 
     Returns
     -------
@@ -359,7 +342,6 @@ def collect_tempered_samples(
         record_weighted_derivatives=record_weighted_derivatives,
         record_log_densities=record_log_densities,
         max_log_densities=max_log_densities,
-        sweeps_per_draw=1 if sweeps_per_draw is None else sweeps_per_draw,
     )
     transition = operators.resolve(operator)
     if n_temperatures is not None and ladder is None:
@@ -376,10 +358,6 @@ def collect_tempered_samples(
     betas = betas_model.to(torch.float64)
     log_prior = resolve_log_prior(prior, betas.cpu())
     log_z_hat = check_initial_log_z(initial_log_z, betas.numel())
-    if sweeps_per_draw is None:  # from all processes' chains: every process picks the same
-        plan = dataclasses.replace(
-            plan, sweeps_per_draw=default_sweeps_per_draw(model, n_chains, betas.numel())
-        )
 
     all_chains, sharded = n_chains, False
     part = distributed.shard_if_requested(n_chains, generator, blocks=blocks, device=model.device)
@@ -428,9 +406,6 @@ class RunPlan:
         Equal batches of the long run.
     record_derivatives, record_weighted_derivatives, record_log_densities : bool
     max_log_densities : int, default 1,000,000
-    sweeps_per_draw : int, default 1
-        Sweeps per level draw; the initial iterations and the long run are rounded up to a
-        whole number of draws.
     """
 
     n_sweeps: int = 1000
@@ -443,12 +418,11 @@ class RunPlan:
     record_weighted_derivatives: bool = False
     record_log_densities: bool = False
     max_log_densities: int = 1_000_000
-    sweeps_per_draw: int = 1
 
     def __post_init__(self) -> None:
         checked = {
             name: check_positive_int(getattr(self, name), name)
-            for name in ("n_sweeps", "initial_sweeps", "n_batches", "max_log_densities", "sweeps_per_draw")
+            for name in ("n_sweeps", "initial_sweeps", "n_batches", "max_log_densities")
         }
         check_nonnegative_int(self.n_initial_iterations, "n_initial_iterations")
         if checked["n_batches"] > checked["n_sweeps"]:
@@ -458,16 +432,6 @@ class RunPlan:
         checked["adapt_with"] = validated_choice(self.adapt_with, ADAPT_STATISTICS, "adapt_with")
         for name, value in checked.items():  # frozen: the checked values replace the given ones
             object.__setattr__(self, name, value)
-
-    @property
-    def initial_draws(self) -> int:
-        """Level draws per initial iteration: ``⌈initial_sweeps / sweeps_per_draw⌉``."""
-        return math.ceil(self.initial_sweeps / self.sweeps_per_draw)
-
-    @property
-    def long_run_draws(self) -> int:
-        """Level draws of the long run: ``⌈n_sweeps / sweeps_per_draw⌉``, at least one per batch."""
-        return max(self.n_batches, math.ceil(self.n_sweeps / self.sweeps_per_draw))
 
 
 def run_levels(
@@ -509,11 +473,6 @@ def run_levels(
     device, n_levels = space.device, space.n_levels
     n_chains = state.levels.shape[0]
 
-    def draw(state: LevelState, log_weights: Tensor) -> tuple[LevelState, Tensor, Tensor]:
-        for _ in range(plan.sweeps_per_draw - 1):
-            state = sweep_only(space, state, generator=generator)
-        return level_step(space, state, log_weights, generator=generator)
-
     log_prior_device = log_prior.to(device)
     n_blocks = plan.n_initial_iterations + plan.n_batches
     log_sums = torch.full((n_blocks, n_chains, n_levels), -math.inf, dtype=torch.float64, device=device)
@@ -526,10 +485,10 @@ def run_levels(
         log_weights = log_prior_device - log_z_hat.to(device)
         levels = randint(n_levels, (n_chains,), generator=generator, device=device)
         state = space.place(state.chains.layers, state.terms, levels, generator=generator)
-        for _ in range(plan.initial_draws):
-            state, _, log_q = draw(state, log_weights)
+        for _ in range(plan.initial_sweeps):
+            state, _, log_q = level_step(space, state, log_weights, generator=generator)
             accumulate_(log_sums[iteration], counts[iteration], log_q, state.levels)
-        block_sweeps.append(plan.initial_draws)
+        block_sweeps.append(plan.initial_sweeps)
         log_c = pooled_log_c(
             distributed.gather_rows(log_sums[iteration], what="pooling the initial iteration's sums"),
             distributed.gather_rows(counts[iteration], what="pooling the initial iteration's counts"),
@@ -543,7 +502,7 @@ def run_levels(
     stage_log_z_hat.append(log_z_hat)
 
     # The long run, with Ẑ fixed.
-    n_sweeps, n_batches = plan.long_run_draws, plan.n_batches
+    n_sweeps, n_batches = plan.n_sweeps, plan.n_batches
     recorder = LongRunRecorder(
         n_batches=n_batches,
         n_chains=n_chains,
@@ -562,7 +521,7 @@ def run_levels(
     for batch in range(n_batches):
         block = plan.n_initial_iterations + batch
         for sweep in range(boundaries[batch], boundaries[batch + 1]):
-            state, log_f, log_q = draw(state, log_weights)
+            state, log_f, log_q = level_step(space, state, log_weights, generator=generator)
             accumulate_(log_sums[block], counts[block], log_q, state.levels)
             trips.update(state.levels)
             recorder.record(batch, sweep, state.terms, state.levels, log_f, log_q, state.derivatives)
@@ -594,12 +553,11 @@ def run_levels(
         stop_statistics=torch.tensor(stop_statistics, dtype=torch.float64),
         stopped=n_run > 0 and stop_statistics[-1] < plan.stop_tolerance,
         n_chains=n_chains,
-        n_sweeps=n_sweeps * plan.sweeps_per_draw,
+        n_sweeps=n_sweeps,
         operator=operator,
         adapt_with=plan.adapt_with,
         passages=trips.passages.cpu(),
         final_state=SamplerState(chains=chains, levels=levels),
-        sweeps_per_draw=plan.sweeps_per_draw,
     )
 
 
