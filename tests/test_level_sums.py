@@ -50,9 +50,9 @@ def test_kernel_matches_float64_sums_and_derivatives(kernel_on, n, units, levels
     assert none is None and torch.equal(alone, sums)
 
 
-def test_kernel_takes_float64_input_and_is_deterministic_across_threads(kernel_on):
-    pre = torch.randn(33, 200, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 4
-    betas = torch.linspace(0, 1, 40, dtype=torch.float64)
+def test_kernel_is_deterministic_across_threads(kernel_on):
+    pre = torch.randn(33, 200, generator=torch.Generator().manual_seed(1)) * 4
+    betas = torch.linspace(0, 1, 40)
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
@@ -65,14 +65,40 @@ def test_kernel_takes_float64_input_and_is_deterministic_across_threads(kernel_o
     assert torch.allclose(one, reference(pre, betas)[0], rtol=0, atol=2e-5)
 
 
+def test_nan_and_infinite_inputs_propagate_as_in_float64(kernel_on):
+    pre = torch.tensor([[float("nan"), 1.0], [float("inf"), 1.0], [float("-inf"), 1.0], [2.0, 1.0]])
+    betas = torch.tensor([0.0, 0.5, 1.0])
+    sums, derivatives = level_sums.level_sums(pre, betas, derivative=True)
+    assert bool(sums[0].isnan().all()) and bool(derivatives[0].isnan().all())  # a diverged model shows
+    assert bool(sums[1, 1:].isinf().all())
+    assert torch.allclose(sums[2, 1:], reference(pre[2:3, 1:], betas[1:])[0][0], rtol=0, atol=1e-5)
+    assert bool(torch.isfinite(sums[3]).all())
+
+
+def test_loading_the_kernel_leaves_subnormal_numbers_alone(kernel_on):
+    # A library linked with -ffast-math would turn on flush-to-zero for the whole process.
+    level_sums.level_sums(torch.ones(1, 1), torch.ones(1))
+    assert float(torch.tensor([1e-310], dtype=torch.float64) * 1.0) > 0.0 and 1e-310 * 1.0 > 0.0
+    assert float(torch.tensor([1e-40], dtype=torch.float32) * 1.0) > 0.0
+
+
+def test_bad_inputs_are_refused(kernel_on):
+    with pytest.raises(ValidationError, match="at least 0"):
+        level_sums.level_sums(torch.ones(2, 3), torch.tensor([0.5, -1.0]))
+    with pytest.raises(ValidationError, match="float32 CPU tensor"):
+        level_sums.level_sums(torch.ones(2, 3, dtype=torch.float64), torch.ones(2))
+
+
 def test_level_densities_use_the_kernel_only_from_the_size_threshold(monkeypatch):
     model = bl.RBM(n_visible=9, n_hidden=6, generator=0)
     terms = model.marginal_terms(model.init_chains(11, generator=0).layers)
     betas = torch.linspace(0, 1, 8, dtype=torch.float64)
     level_sums.set_mode(None)
-    assert not level_sums.uses_kernel(11, 8, 6, torch.device("cpu"))  # far below MIN_ELEMENTS
-    assert level_sums.uses_kernel(11, 8, 6 * level_sums.MIN_ELEMENTS, torch.device("cpu"))
-    assert not level_sums.uses_kernel(11, 8, 6 * level_sums.MIN_ELEMENTS, torch.device("meta"))
+    wide = torch.zeros(1, level_sums.MIN_ELEMENTS)
+    assert not level_sums.uses_kernel(8, 6, terms.preactivation)  # far below MIN_ELEMENTS per chain
+    assert level_sums.uses_kernel(1, level_sums.MIN_ELEMENTS, wide)  # however few chains
+    assert not level_sums.uses_kernel(1, level_sums.MIN_ELEMENTS, wide.double())  # float64 models: float64
+    assert not level_sums.uses_kernel(1, level_sums.MIN_ELEMENTS, wide.to("meta"))
     exact = log_f_all(terms, betas)
     monkeypatch.setenv(level_sums.ENVIRONMENT_VARIABLE, "on")
     fast_f, fast_d = log_f_and_derivatives_all(terms, betas)
@@ -80,6 +106,21 @@ def test_level_densities_use_the_kernel_only_from_the_size_threshold(monkeypatch
     assert torch.allclose(fast_d, path_derivative_all(terms, betas), rtol=1e-5, atol=1e-5)
     monkeypatch.setenv(level_sums.ENVIRONMENT_VARIABLE, "off")
     assert torch.equal(log_f_all(terms, betas), exact)
+
+
+def test_a_failed_build_falls_back_to_float64_with_one_warning(monkeypatch, tmp_path):
+    monkeypatch.setenv("BOLTZLAB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    monkeypatch.setattr(level_sums, "_library", None)
+    monkeypatch.setattr(level_sums, "_broken", None)
+    monkeypatch.setenv(level_sums.ENVIRONMENT_VARIABLE, "on")
+    model = bl.RBM(n_visible=9, n_hidden=6, generator=0)
+    terms = model.marginal_terms(model.init_chains(5, generator=0).layers)
+    betas = torch.linspace(0, 1, 4, dtype=torch.float64)
+    with pytest.warns(RuntimeWarning, match="could not be built"):
+        first = log_f_all(terms, betas)
+    monkeypatch.setenv(level_sums.ENVIRONMENT_VARIABLE, "off")
+    assert torch.equal(first, log_f_all(terms, betas))  # the float64 path, from the first call on
 
 
 def test_bad_modes_are_refused(monkeypatch):

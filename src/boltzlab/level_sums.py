@@ -8,11 +8,11 @@ density of every chain at **every** level of a ladder of ``K`` levels,
 where ``a = c + vW`` are the ``J`` pre-activations of the summed-out layer. For a 784×500 RBM
 and ``K = 100`` that is ``n·K·J = 5·10^6`` softplus per 100-chain sweep: evaluated as torch
 float64 operations it costs about ten times the sweep's two matrix products, and the
-estimators cost 6–13 times AIS per chain-sweep (docs/performance.md, "Tempered estimators").
+estimators cost 12–28 times AIS per chain-sweep (docs/performance.md, "Tempered estimators").
 
 This module evaluates both sums in one C loop, compiled once per machine with ``-O3
 -march=native -ffast-math -fopenmp`` and loaded with :mod:`ctypes` (a plain C file: it
-builds in about a second, where a torch extension takes half a minute), about 20 times
+builds in about a second, where a torch extension takes half a minute), about 24 times
 faster than the float64 path on one thread. Three choices make it fast:
 
 * ``softplus(t) = max(t, 0) + log(1 + e^{−|t|})``: the positive parts do not depend on the
@@ -29,10 +29,12 @@ sums over blocks double: the error of ``S_k`` is a few 1e-6 nats for 500 units (
 against float64 in ``tests/test_level_sums.py``), far below the Monte Carlo error of any
 estimate; the sweeps themselves are exact.
 
-Used on the CPU when ``n·K·J`` is at least :data:`MIN_ELEMENTS` (below it the float64 path
-is cheap and the exact-oracle tests keep their bits); ``BOLTZLAB_LEVEL_SUMS=off`` turns it
-off, ``on`` uses it at any size (the tests do). A failed build (no C compiler, say) turns
-it off for the process, once, with a warning that names the cause.
+Used on the CPU for float32 models when ``K·J`` is at least :data:`MIN_ELEMENTS` per chain
+(below it the float64 path is cheap and the exact-oracle tests keep their bits; a per-chain
+size, so that a run split over processes takes the same path in each);
+``BOLTZLAB_LEVEL_SUMS=off`` turns it off, ``on`` uses it at any size (the tests do). A failed
+build (no C compiler, say) turns it off for the process, once, with a warning that names the
+cause, and the float64 path runs.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -56,10 +59,10 @@ from boltzlab.gemm import cache_path
 __all__ = ["ENVIRONMENT_VARIABLE", "MIN_ELEMENTS", "level_sums", "mode", "set_mode", "uses_kernel"]
 
 ENVIRONMENT_VARIABLE = "BOLTZLAB_LEVEL_SUMS"
-#: ``n·K·J`` from which the kernel is used in ``auto`` mode. Below it the float64 path takes
-#: well under a millisecond, and tiny models (every exact-oracle test) keep bit-identical
-#: results with the float64 path.
-MIN_ELEMENTS = 1 << 20
+#: ``K·J`` (levels × summed-out units) from which the kernel is used in ``auto`` mode: 100
+#: levels of 164 units. Below it the float64 path is cheap, and tiny models (every
+#: exact-oracle test) keep bit-identical results with the float64 path.
+MIN_ELEMENTS = 1 << 14
 _MODES = ("auto", "on", "off")
 
 # Factors multiplied before one logarithm: each lies in (1, 2], so a block is at most 2^64.
@@ -68,6 +71,7 @@ _SOURCE = r"""
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <omp.h>
 
 #define BLOCK 64
 
@@ -94,63 +98,74 @@ static inline float exp_nonpositive(float x) {
 }
 
 /* out_f[i*K + k] = sum_j softplus(betas[k] * pre[i*J + j]);
-   out_d (may be NULL) [i*K + k] = sum_j pre[i*J + j] * sigmoid(betas[k] * pre[i*J + j]). */
+   out_d (may be NULL) [i*K + k] = sum_j pre[i*J + j] * sigmoid(betas[k] * pre[i*J + j]).
+   betas >= 0. A NaN in a row makes that row's sums NaN. Returns 1 (nothing written) when the
+   work space cannot be allocated. */
 int boltzlab_level_sums(const float *pre, int64_t n, int64_t J, const float *betas, int64_t K,
                         double *out_f, double *out_d, int threads) {
-    int failed = 0;
+    /* Every thread's work space is allocated here, before the parallel region: a thread that
+       could not allocate must not skip the work-sharing loop (the others would wait for it). */
+    const size_t per_thread = (size_t)K;
+    float *prods = malloc(sizeof(float) * per_thread * (size_t)threads);
+    double *accs = malloc(sizeof(double) * per_thread * (size_t)threads);
+    double *daccs = malloc(sizeof(double) * per_thread * (size_t)threads);
+    float *neg = malloc(sizeof(float) * per_thread);
+    if (!prods || !accs || !daccs || !neg) {
+        free(prods); free(accs); free(daccs); free(neg);
+        return 1;
+    }
+    for (int64_t k = 0; k < K; ++k) neg[k] = -betas[k];
     #pragma omp parallel num_threads(threads)
     {
-        float *prod = malloc(sizeof(float) * (size_t)K);
-        float *neg = malloc(sizeof(float) * (size_t)K);
-        double *acc = malloc(sizeof(double) * (size_t)K);
-        double *dacc = malloc(sizeof(double) * (size_t)K);
-        if (!prod || !neg || !acc || !dacc) {
-            #pragma omp atomic write
-            failed = 1;
-        } else {
-            for (int64_t k = 0; k < K; ++k) neg[k] = -betas[k];
-            #pragma omp for schedule(static)
-            for (int64_t i = 0; i < n; ++i) {
-                const float *row = pre + i * J;
-                double positive = 0.0;
-                for (int64_t k = 0; k < K; ++k) { acc[k] = 0.0; prod[k] = 1.0f; dacc[k] = 0.0; }
-                for (int64_t j = 0; j < J; ++j) {
-                    const float a = row[j];
-                    const float magnitude = fabsf(a);
-                    if (a > 0.0f) positive += a;
-                    if (out_d) {
-                        /* a * sigmoid(beta a) = (a > 0 ? a : a u) / (1 + u), u = exp(-beta |a|) */
-                        const float top = a > 0.0f ? a : 0.0f;
-                        const float low = a > 0.0f ? 0.0f : a;
-                        #pragma omp simd
-                        for (int64_t k = 0; k < K; ++k) {
-                            const float u = exp_nonpositive(neg[k] * magnitude);
-                            prod[k] *= 1.0f + u;
-                            dacc[k] += (double)((top + low * u) / (1.0f + u));
-                        }
-                    } else {
-                        #pragma omp simd
-                        for (int64_t k = 0; k < K; ++k) prod[k] *= 1.0f + exp_nonpositive(neg[k] * magnitude);
+        const int thread = omp_get_thread_num();
+        float *prod = prods + per_thread * (size_t)thread;
+        double *acc = accs + per_thread * (size_t)thread;
+        double *dacc = daccs + per_thread * (size_t)thread;
+        #pragma omp for schedule(static)
+        for (int64_t i = 0; i < n; ++i) {
+            const float *row = pre + i * J;
+            double positive = 0.0;
+            for (int64_t k = 0; k < K; ++k) { acc[k] = 0.0; prod[k] = 1.0f; dacc[k] = 0.0; }
+            for (int64_t j = 0; j < J; ++j) {
+                const float a = row[j];
+                const float magnitude = fabsf(a);
+                if (a > 0.0f) positive += a;
+                if (out_d) {
+                    /* a * sigmoid(beta a) = (a > 0 ? a : a u) / (1 + u), u = exp(-beta |a|) */
+                    const float top = a > 0.0f ? a : 0.0f;
+                    const float low = a > 0.0f ? 0.0f : a;
+                    #pragma omp simd
+                    for (int64_t k = 0; k < K; ++k) {
+                        const float u = exp_nonpositive(neg[k] * magnitude);
+                        prod[k] *= 1.0f + u;
+                        dacc[k] += (double)((top + low * u) / (1.0f + u));
                     }
-                    if ((j + 1) % BLOCK == 0 || j + 1 == J) {
-                        for (int64_t k = 0; k < K; ++k) {
-                            acc[k] += log((double)prod[k]);
-                            prod[k] = 1.0f;
-                        }
-                    }
+                } else {
+                    #pragma omp simd
+                    for (int64_t k = 0; k < K; ++k) prod[k] *= 1.0f + exp_nonpositive(neg[k] * magnitude);
                 }
-                for (int64_t k = 0; k < K; ++k) {
-                    out_f[i * K + k] = acc[k] + (double)betas[k] * positive;
-                    if (out_d) out_d[i * K + k] = dacc[k];
+                if ((j + 1) % BLOCK == 0 || j + 1 == J) {
+                    for (int64_t k = 0; k < K; ++k) {
+                        acc[k] += log((double)prod[k]);
+                        prod[k] = 1.0f;
+                    }
                 }
             }
+            for (int64_t k = 0; k < K; ++k) {
+                out_f[i * K + k] = acc[k] + (double)betas[k] * positive;
+                if (out_d) out_d[i * K + k] = dacc[k];
+            }
         }
-        free(prod); free(neg); free(acc); free(dacc);
     }
-    return failed;
+    free(prods); free(accs); free(daccs); free(neg);
+    return 0;
 }
 """
-_FLAGS = ["-O3", "-march=native", "-ffast-math", "-fopenmp", "-shared", "-fPIC"]
+# Not -ffast-math: linking a shared library with it makes GCC add crtfastmath.o, which turns on
+# flush-to-zero for the whole process when the library loads (every later torch and numpy
+# result would change), and its -ffinite-math-only would let NaN inputs vanish. These flags
+# are what the loop needs to vectorise; NaN still propagates.
+_FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fopenmp", "-shared", "-fPIC"]
 
 _mode: str | None = None  # set_mode's choice; None reads the environment
 _library: ctypes.CDLL | None = None
@@ -172,12 +187,21 @@ def mode() -> str:
     return _check_mode(name, ENVIRONMENT_VARIABLE)
 
 
-def uses_kernel(n_rows: int, n_levels: int, n_units: int, device: torch.device) -> bool:
-    """Whether :func:`level_sums` of that size on ``device`` runs the compiled kernel."""
+def uses_kernel(n_levels: int, n_units: int, preactivation: Tensor) -> bool:
+    """Whether the densities of ``preactivation``'s states at ``n_levels`` levels use the kernel.
+
+    Only for float32 pre-activations on the CPU (a float64 model keeps float64 densities:
+    rounding its pre-activations to single precision would cost 1e-5 to 1e-4 nats), and in
+    ``auto`` mode only from :data:`MIN_ELEMENTS` per chain, a size that does not depend on how
+    many chains a process holds (so a run split over processes takes the same path in each).
+    Builds the kernel on first use; ``False`` (after one warning) if it cannot be built.
+    """
     chosen = mode()
-    if chosen == "off" or _broken is not None or device.type != "cpu" or n_units == 0:
+    if chosen == "off" or preactivation.device.type != "cpu" or preactivation.dtype != torch.float32:
         return False
-    return chosen == "on" or n_rows * n_levels * n_units >= MIN_ELEMENTS
+    if n_units == 0 or (chosen == "auto" and n_levels * n_units < MIN_ELEMENTS):
+        return False
+    return _build() is not None
 
 
 def level_sums(
@@ -187,11 +211,11 @@ def level_sums(
 
     Parameters
     ----------
-    preactivation : Tensor, shape (n, J), float32 or float64, CPU
-        ``a``; evaluated in single precision.
-    betas : Tensor, shape (K,)
-        Inverse temperatures (evaluated in single precision: pass the ladder as the chains
-        sweep it).
+    preactivation : Tensor, shape (n, J), float32, CPU
+        ``a``.
+    betas : Tensor, shape (K,), at least 0
+        Inverse temperatures, evaluated in single precision (pass the ladder as the chains
+        sweep it: a float32 model's values are then exact).
     derivative : bool, default False
         Also return the sigmoid-weighted sums (the path derivatives' unit part, TI-RB).
 
@@ -206,10 +230,13 @@ def level_sums(
     library = _build()
     if library is None:
         raise RuntimeError(f"the level-sums kernel is not available ({_broken})")
-    if preactivation.dim() != 2 or preactivation.device.type != "cpu":
-        raise ValidationError("level_sums takes a 2-D CPU tensor of pre-activations (n, J)")
+    if preactivation.dim() != 2 or preactivation.device.type != "cpu" or preactivation.dtype != torch.float32:
+        raise ValidationError("level_sums takes a 2-D float32 CPU tensor of pre-activations (n, J)")
     pre = preactivation.detach().to(torch.float32).contiguous()
     levels = betas.detach().to(device="cpu", dtype=torch.float32).contiguous()
+    if levels.dim() != 1 or not bool((levels >= 0).all()):
+        # The positive parts are factored as β·Σ max(a, 0), which holds for β ≥ 0 only.
+        raise ValidationError("level_sums takes a 1-D tensor of inverse temperatures, all at least 0")
     n, n_units = pre.shape
     n_levels = levels.numel()
     sums = torch.empty((n, n_levels), dtype=torch.float64)
@@ -262,20 +289,20 @@ def _compiled_path() -> Path:
     if target.is_file():
         return target
     folder.mkdir(parents=True, exist_ok=True)
-    compiler = os.environ.get("CC", "cc")
+    compiler = shlex.split(os.environ.get("CC", "cc")) or ["cc"]  # CC="ccache gcc" is two words
     with tempfile.TemporaryDirectory(dir=folder) as work:
         source = Path(work) / "level_sums.c"
         source.write_text(_SOURCE)
         built = Path(work) / target.name
         result = subprocess.run(
-            [compiler, *_FLAGS, str(source), "-o", str(built), "-lm"],
+            [*compiler, *_FLAGS, str(source), "-o", str(built), "-lm"],
             capture_output=True,
             text=True,
             timeout=300,
             check=False,
         )
         if result.returncode != 0:
-            raise OSError(f"{compiler} failed: {(result.stderr or result.stdout).strip()[:300]}")
+            raise OSError(f"{' '.join(compiler)} failed: {(result.stderr or result.stdout).strip()[:300]}")
         os.replace(built, target)
     return target
 

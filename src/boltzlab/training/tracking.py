@@ -71,11 +71,12 @@ for the history, the metrics CSV and :class:`~boltzlab.training.callbacks.EarlyS
 
 **Cost.** A sweep costs the operator's two matrix products plus ``n_chains·K·J`` softplus
 evaluations for ``log f_k(x)`` at every level (``J`` summed-out units) — the price of the
-Gibbs level move, which RTS reuses for ``ĉ`` at no extra cost. On a CPU, large ladders
-(``n·K·J`` from 2^20) go through the compiled kernel of :mod:`boltzlab.level_sums` in the
-default ``density_dtype="float64"`` (about 20 times faster than torch's float64, errors of a
-few 1e-6 nats); ``"float32"`` evaluates the softplus in torch's single precision, about 2.5
-times faster than float64 torch and slower than the kernel: it is for accelerators.
+Gibbs level move, which RTS reuses for ``ĉ`` at no extra cost. On a CPU, the large ladders
+of float32 models (``K·J`` from 2^14) go through the compiled kernel of
+:mod:`boltzlab.level_sums` in the default ``density_dtype="float64"`` (about 24 times faster
+than torch's float64, errors of a few 1e-6 nats); ``"float32"`` evaluates the softplus in
+torch's single precision, about 2.5 times faster than float64 torch and slower than the
+kernel: it is for accelerators.
 """
 
 from __future__ import annotations

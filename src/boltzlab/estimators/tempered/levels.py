@@ -94,12 +94,11 @@ def log_f_all(terms: MarginalTerms, betas: Tensor) -> Tensor:
     """``log f_k(x)`` at every level, shape ``(n, K)``, float64, in chunks of chains.
 
     :func:`~boltzlab.models.base.log_f_marginal_all` with the ``(n, K, J)`` work space bounded;
-    on a CPU, from ``n·K·J`` of :data:`boltzlab.level_sums.MIN_ELEMENTS` on, the sum of
-    softplus comes from the compiled kernel of :mod:`boltzlab.level_sums` (errors of a few
-    1e-6 nats, about 17 times faster: the cost that dominates a tempered step).
+    for a float32 model on a CPU, from ``K·J`` of :data:`boltzlab.level_sums.MIN_ELEMENTS` on,
+    the sum of softplus comes from the compiled kernel of :mod:`boltzlab.level_sums` (errors
+    of a few 1e-6 nats, about 24 times faster: the cost that dominates a tempered step).
     """
-    n_rows, n_units = terms.preactivation.shape
-    if uses_kernel(n_rows, betas.numel(), n_units, terms.base.device):
+    if uses_kernel(betas.numel(), terms.preactivation.shape[1], terms.preactivation):
         sums, _ = level_sums(terms.preactivation, betas)
         betas64 = betas.to(device=terms.base.device, dtype=torch.float64)
         return (
@@ -117,8 +116,7 @@ def log_f_and_derivatives_all(terms: MarginalTerms, betas: Tensor) -> tuple[Tens
     One pass of the level-sums kernel gives both where it is used (the exponentials are
     shared); elsewhere the two functions.
     """
-    n_rows, n_units = terms.preactivation.shape
-    if uses_kernel(n_rows, betas.numel(), n_units, terms.base.device):
+    if uses_kernel(betas.numel(), terms.preactivation.shape[1], terms.preactivation):
         sums, weighted = level_sums(terms.preactivation, betas, derivative=True)
         assert weighted is not None  # derivative=True returns them
         betas64 = betas.to(device=terms.base.device, dtype=torch.float64)
@@ -169,8 +167,7 @@ def path_derivative_all(terms: MarginalTerms, betas: Tensor) -> Tensor:
     """
     betas = betas.to(device=terms.base.device, dtype=torch.float64)
     constant = (terms.linear - terms.base)[:, None]
-    n_rows, n_units = terms.preactivation.shape
-    if uses_kernel(n_rows, betas.numel(), n_units, terms.base.device):
+    if uses_kernel(betas.numel(), terms.preactivation.shape[1], terms.preactivation):
         _, weighted = level_sums(terms.preactivation, betas, derivative=True)
         assert weighted is not None  # derivative=True returns them
         return constant + weighted

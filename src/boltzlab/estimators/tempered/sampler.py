@@ -201,8 +201,9 @@ class ModelLevels:
     density_dtype : {"float64", "float32"}, default "float64"
         Precision of the ``n·K·J`` softplus of ``log f_k(x)`` (float32: errors of order 1e-4
         nats for 500 units, :func:`~boltzlab.estimators.tempered.levels.single_precision_log_f_all`).
-        On a CPU, large ladders go through the compiled kernel of :mod:`boltzlab.level_sums`
-        in "float64" mode (errors of a few 1e-6 nats).
+        On a CPU, the large ladders of float32 models go through the compiled kernel of
+        :mod:`boltzlab.level_sums` in "float64" mode (errors of a few 1e-6 nats; ``β`` is then
+        the float32 ladder itself, which ``betas64`` widens exactly).
     derivatives : bool, default False
         Also compute the path derivatives at every level with the densities (TI-RB).
     """

@@ -41,8 +41,9 @@ passages between the two ends of the ladder in the long run (round trips, docs/t
 where the chains ended (:class:`SamplerState`), from which a longer run can continue
 (:mod:`boltzlab.estimators.tempered.budget`).
 
-:class:`RunPlan` holds the run's options, checked once; :class:`LongRunRecorder` accumulates the optional statistics of the long run (TI, TI-RB, MBAR)
-and :class:`TripCounter` the passages of each chain between the two ends of the ladder. The
+:class:`RunPlan` holds the run's options, checked once; a private recorder accumulates the
+optional statistics of the long run (TI, TI-RB, MBAR) and :class:`TripCounter` the passages of
+each chain between the two ends of the ladder. The
 level-space arithmetic (``q(β | x)``, eq. 9, the stopping statistic, priors) is in
 :mod:`boltzlab.estimators.tempered.levels`.
 """
@@ -372,6 +373,7 @@ def collect_tempered_samples(
             rows = slice(part.start, part.stop)
             start = SamplerState(chains=start.chains.select(rows), levels=torch.as_tensor(start.levels)[rows])
     space = ModelLevels(model, transition, betas_model, betas)
+    long_run_space = dataclasses.replace(space, derivatives=True) if record_weighted_derivatives else None
     state = space.start(n_chains, start, generator=generator)
     return run_levels(
         space,
@@ -384,6 +386,7 @@ def collect_tempered_samples(
         all_chains=all_chains,
         sharded=sharded,
         operator=str(getattr(transition, "name", type(transition).__name__)),
+        long_run_space=long_run_space,
     )
 
 
@@ -446,6 +449,7 @@ def run_levels(
     all_chains: int,
     sharded: bool,
     operator: str,
+    long_run_space: LevelSpace | None = None,
 ) -> TemperedSamples:
     """The initial iterations and the long run of the level sampler (module docstring).
 
@@ -468,8 +472,11 @@ def run_levels(
         Whether the chains are one process's share, to be gathered in chain order at the end.
     operator : str
         The operator's name, as the samples report it.
+    long_run_space : LevelSpace, optional
+        The same levels as ``space`` computing more for the long run (a model's levels with
+        the path derivatives at every level, for TI-RB: one pass gives them with the densities).
     """
-    # Long because the loop keeps its per-step buffers in locals (a step allocates nothing).
+    # Long because the loop keeps its run-long buffers (sums, counts, recorder) in locals.
     device, n_levels = space.device, space.n_levels
     n_chains = state.levels.shape[0]
 
@@ -487,13 +494,15 @@ def run_levels(
         state = space.place(state.chains.layers, state.terms, levels, generator=generator)
         for _ in range(plan.initial_sweeps):
             state, _, log_q = level_step(space, state, log_weights, generator=generator)
-            accumulate_(log_sums[iteration], counts[iteration], log_q, state.levels)
+            _accumulate_(log_sums[iteration], counts[iteration], log_q, state.levels)
         block_sweeps.append(plan.initial_sweeps)
-        log_c = pooled_log_c(
-            distributed.gather_rows(log_sums[iteration], what="pooling the initial iteration's sums"),
-            distributed.gather_rows(counts[iteration], what="pooling the initial iteration's counts"),
-            plan.adapt_with,
-        )
+        block_sums, block_counts = log_sums[iteration], counts[iteration]
+        if sharded:  # every process's chains pooled, so that every process gets the same Ẑ
+            block_sums = distributed.gather_rows(block_sums, what="pooling the initial iteration's sums")
+            block_counts = distributed.gather_rows(
+                block_counts, what="pooling the initial iteration's counts"
+            )
+        log_c = pooled_log_c(block_sums, block_counts, plan.adapt_with)
         log_z_hat = rts_log_z(log_z_hat, log_prior, log_c)
         stop_statistics.append(stopping_statistic(log_c, log_prior))
         if stop_statistics[-1] < plan.stop_tolerance:
@@ -503,7 +512,7 @@ def run_levels(
 
     # The long run, with Ẑ fixed.
     n_sweeps, n_batches = plan.n_sweeps, plan.n_batches
-    recorder = LongRunRecorder(
+    recorder = _LongRunRecorder(
         n_batches=n_batches,
         n_chains=n_chains,
         betas=betas.to(device),
@@ -514,15 +523,14 @@ def run_levels(
     )
     trips = TripCounter(n_chains, n_levels, device)
     log_weights = log_prior_device - log_z_hat.to(device)
-    if plan.record_weighted_derivatives and isinstance(space, ModelLevels):
-        # TI-RB's derivatives at every level come with the densities, in one kernel pass.
-        space = dataclasses.replace(space, derivatives=True)
+    if long_run_space is not None:
+        space = long_run_space
     boundaries = [(batch * n_sweeps) // n_batches for batch in range(n_batches + 1)]
     for batch in range(n_batches):
         block = plan.n_initial_iterations + batch
         for sweep in range(boundaries[batch], boundaries[batch + 1]):
             state, log_f, log_q = level_step(space, state, log_weights, generator=generator)
-            accumulate_(log_sums[block], counts[block], log_q, state.levels)
+            _accumulate_(log_sums[block], counts[block], log_q, state.levels)
             trips.update(state.levels)
             recorder.record(batch, sweep, state.terms, state.levels, log_f, log_q, state.derivatives)
         block_sweeps.append(boundaries[batch + 1] - boundaries[batch])
@@ -530,11 +538,11 @@ def run_levels(
     chains, levels = state.chains, state.levels
     if sharded:
         # Every statistic back in the one-process chain order (chains are dimension 1).
-        log_sums, counts = gather_chain_statistic(log_sums), gather_chain_statistic(counts)
-        recorder.derivative_sums = gather_chain_statistic(recorder.derivative_sums)
-        recorder.weighted_sums = gather_chain_statistic(recorder.weighted_sums)
-        recorder.densities = gather_chain_statistic(recorder.densities)
-        recorder.density_levels = gather_chain_statistic(recorder.density_levels)
+        log_sums, counts = _gather_chain_statistic(log_sums), _gather_chain_statistic(counts)
+        recorder.derivative_sums = _gather_chain_statistic(recorder.derivative_sums)
+        recorder.weighted_sums = _gather_chain_statistic(recorder.weighted_sums)
+        recorder.densities = _gather_chain_statistic(recorder.densities)
+        recorder.density_levels = _gather_chain_statistic(recorder.density_levels)
         trips.passages = distributed.gather_rows(trips.passages, what="gathering the round trips")
         chains = distributed.gather_chains(chains)
         levels = distributed.gather_rows(levels)
@@ -561,7 +569,7 @@ def run_levels(
     )
 
 
-def accumulate_(log_sums: Tensor, counts: Tensor, log_q: Tensor, levels: Tensor) -> None:
+def _accumulate_(log_sums: Tensor, counts: Tensor, log_q: Tensor, levels: Tensor) -> None:
     """Add one step's ``q(β | x)`` (in log space) and drawn levels to a block, in place.
 
     ``log_sums`` and ``counts`` have shape ``(n_chains, K)``; ``log_q`` ``(n_chains, K)``;
@@ -591,7 +599,7 @@ class TripCounter:
         self.last_end = torch.where(arrived, end, self.last_end)
 
 
-class LongRunRecorder:
+class _LongRunRecorder:
     """Accumulates the long run's optional statistics (TI, TI-RB, MBAR) in place."""
 
     def __init__(
@@ -667,6 +675,6 @@ class LongRunRecorder:
         }
 
 
-def gather_chain_statistic(tensor: Tensor | None) -> Tensor | None:
+def _gather_chain_statistic(tensor: Tensor | None) -> Tensor | None:
     """Every process's chains of a ``(·, n_chains, ·)`` statistic, in chain order."""
     return None if tensor is None else distributed.gather_rows(tensor, dim=1, what="gathering the statistics")
