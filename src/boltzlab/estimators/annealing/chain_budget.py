@@ -159,7 +159,9 @@ def without_budget(options: Mapping[str, Any]) -> dict[str, Any]:
     AIS's options, :class:`~boltzlab.estimators.annealing.options.AnchoredAISOptions`, apply the
     same rule): a fixed cost, not the budget's growth, unless a budget option was given.
     """
-    return dict(options) if BUDGET_OPTIONS & options.keys() else {**options, "n_chains": DEFAULT_CHAINS}
+    # A budget option given as None is "not given", as in the option classes.
+    given = {name for name in BUDGET_OPTIONS & options.keys() if options[name] is not None}
+    return dict(options) if given else {**options, "n_chains": DEFAULT_CHAINS}
 
 
 @dataclass(frozen=True)
