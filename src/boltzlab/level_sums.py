@@ -8,7 +8,7 @@ density of every chain at **every** level of a ladder of ``K`` levels,
 where ``a = c + vW`` are the ``J`` pre-activations of the summed-out layer. For a 784×500 RBM
 and ``K = 100`` that is ``n·K·J = 5·10^6`` softplus per 100-chain sweep: evaluated as torch
 float64 operations it costs about ten times the sweep's two matrix products, and the
-estimators cost 12–28 times AIS per chain-sweep (docs/performance.md, "Tempered estimators").
+estimators cost 11–27 times AIS per chain-sweep (docs/performance.md, "Tempered estimators").
 
 This module evaluates both sums in one C loop, compiled once per machine with ``-O3
 -march=native -ffast-math -fopenmp`` and loaded with :mod:`ctypes` (a plain C file: it
