@@ -73,7 +73,7 @@ for the history, the metrics CSV and :class:`~boltzlab.training.callbacks.EarlyS
 evaluations for ``log f_k(x)`` at every level (``J`` summed-out units) — the price of the
 Gibbs level move, which RTS reuses for ``ĉ`` at no extra cost. On a CPU, the large ladders
 of float32 models (``K·J`` from 2^14) go through the compiled kernel of
-:mod:`boltzlab.level_sums` in the default ``density_dtype="float64"`` (about 24 times faster
+:mod:`boltzlab.level_sums` in the default ``density_dtype="float64"`` (about 20 times faster
 than torch's float64, errors of a few 1e-6 nats); ``"float32"`` evaluates the softplus in
 torch's single precision, about 2.5 times faster than float64 torch and slower than the
 kernel: it is for accelerators.

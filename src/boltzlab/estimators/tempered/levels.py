@@ -96,7 +96,7 @@ def log_f_all(terms: MarginalTerms, betas: Tensor) -> Tensor:
     :func:`~boltzlab.models.base.log_f_marginal_all` with the ``(n, K, J)`` work space bounded;
     for a float32 model on a CPU, from ``K·J`` of :data:`boltzlab.level_sums.MIN_ELEMENTS` on,
     the sum of softplus comes from the compiled kernel of :mod:`boltzlab.level_sums` (errors
-    of a few 1e-6 nats, about 24 times faster: the cost that dominates a tempered step).
+    of a few 1e-6 nats, about 20 times faster: the cost that dominates a tempered step).
     """
     if uses_kernel(betas.numel(), terms.preactivation.shape[1], terms.preactivation):
         sums, _ = level_sums(terms.preactivation, betas)
