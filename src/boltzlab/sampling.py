@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from boltzlab import distributed
+from boltzlab import distributed, progress
 from boltzlab import operators as operator_registry
 from boltzlab.chains import Chains
 from boltzlab.distributed import Shard
@@ -89,6 +89,7 @@ def iterate(
     sweep = 0
     while n_sweeps is None or sweep < n_sweeps:
         chains, info = operator.step(model, chains, generator=generator)
+        progress.advance(chains.n_chains)
         sweep += 1
         yield chains, info
 

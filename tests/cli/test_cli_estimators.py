@@ -16,10 +16,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from click.testing import CliRunner, Result
 
+import boltzlab as bl
 import harness
 from boltzlab import distributed
+from boltzlab.cli import evaluate as evaluate_command
+from boltzlab.cli.cost_cap import DEFAULT_METHOD_WORK, NO_CAP, CostCap, default_cap
 from boltzlab.cli.main import cli
 from boltzlab.estimators.exact import exact_log_z
 
@@ -223,3 +227,49 @@ def test_evaluate_unknown_method_is_one_line(fitted_model_file: tuple[Path, floa
     assert_one_line_error(
         invoke("evaluate", fitted_model_file[0], "--data", data_file, "--methods", "ais,nope"), "nope"
     )
+
+
+def test_evaluate_shows_progress_and_what_the_cost_cap_cut(
+    fitted_model_file: tuple[Path, float], data_file: Path
+) -> None:
+    result = invoke(
+        "evaluate", fitted_model_file[0], "--data", data_file, "--methods", "ais,raise", "--budget", "200",
+        "--max-cost", "3000",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "cost cap: at most 3,000 chain-sweeps per method" in result.stdout
+    # --budget fixes AIS's chains (a budget given is kept); RAISE's examples are cut.
+    assert "capped by --max-cost: ais" not in result.stdout
+    assert "capped by --max-cost: raise: 10 of the 30 held-out examples" in result.stdout
+    # Not a terminal here: a line when each method starts and when it ends, with its sweeps.
+    for position, method in ((1, "ais"), (2, "raise")):
+        assert f"[{position}/2] {method}: running" in result.stderr
+        assert re.search(rf"\[{position}/2\] {method}: done in .*, [\d,]+ chain-sweeps", result.stderr)
+
+
+def test_the_cost_cap_binds_on_large_models_only() -> None:
+    large, small = bl.RBM(n_visible=784, n_hidden=500), bl.RBM(n_visible=784, n_hidden=20)
+    assert default_cap(large) == int(DEFAULT_METHOD_WORK // (784 * 500))
+    held_out = torch.zeros(100, 784)
+    for model, capped in ((large, True), (small, False)):
+        cap = CostCap(default_cap(model))
+        ais_options, ais_cut = cap.apply("ais", {}, examples_given=False)
+        raise_options, raise_cut = cap.apply("raise", {"data": held_out}, examples_given=False)
+        assert bool(ais_cut) == capped and bool(raise_cut) == capped
+        if capped:
+            assert 100 <= ais_options["max_chains"] < 1600
+            assert 10 <= raise_options["data"].shape[0] < 100
+    # A budget or examples the user chose are kept.
+    cap = CostCap(default_cap(large))
+    assert cap.apply("ais", {"n_chains": 50}, examples_given=False) == ({"n_chains": 50}, "")
+    assert cap.apply("raise", {"data": held_out}, examples_given=True)[1] == ""
+    assert NO_CAP.apply("ais", {}, examples_given=False) == ({}, "")
+
+
+def test_evaluate_anchors_only_where_the_smaller_layer_is_small() -> None:
+    # With hundreds of units in the smaller layer the anchor set holds a negligible share of Z:
+    # anchored AIS would be a second run of AIS, not another method.
+    small, large = bl.RBM(n_visible=784, n_hidden=20), bl.RBM(n_visible=784, n_hidden=500)
+    assert "anchored-ais" in evaluate_command._default_methods(small)
+    assert "anchored-ais" not in evaluate_command._default_methods(large)
+    assert {"ais", "raise", "rts"} <= set(evaluate_command._default_methods(large))

@@ -13,7 +13,14 @@ import torch
 import boltzlab as bl
 from boltzlab.errors import ValidationError
 from boltzlab.estimators import RAISEResult, joint_log_probabilities, raise_log_likelihood
+from boltzlab.estimators.annealing.raise_ import (
+    MAX_SCHEDULE_SHIFT,
+    SCHEDULE_CHECK_STRIDE,
+    coarsened,
+    raise_checks,
+)
 from boltzlab.estimators.annealing.schedules import linear
+from boltzlab.estimators.verdict.checks import Verdict
 from boltzlab.evaluation import group_transition_matrix, transition_matrix
 from harness import check_estimator_exact, random_rbm
 
@@ -201,7 +208,8 @@ def test_runs_with_an_adaptive_decelerated_schedule():
     )
     info = estimate.info.schedule_info
     assert info.name == "varopt" and float(info.betas.diff().max()) <= 0.01 * (1 + 1e-12)
-    assert estimate.cost_sweeps == 10 * 10 * 400 + 50 * 99
+    # The schedule check anneals the same examples on every 4th temperature (100 of them).
+    assert estimate.cost_sweeps == 10 * 10 * 400 + 10 * 10 * 100 + 50 * 99
     assert abs(estimate.z_score(bl.exact_log_z(model))) < 4
 
 
@@ -232,3 +240,77 @@ def test_defaults_are_accurate_on_a_small_model():
     result = bl.estimate_log_z(model, method="raise", data=exact_samples(model, 100, seed=0), generator=0)
     assert abs(result.z_score(exact)) < 4, f"{result} vs exact {exact:.4f}"
     assert result.info.n_chains == 10 and result.info.schedule_info.n_temperatures == 14_500
+
+
+def test_the_schedule_check_reruns_the_same_examples_on_every_fourth_temperature():
+    model = random_rbm(7, 3, seed=4, base_rate=True)
+    data = exact_samples(model, 6, seed=1)
+    checked = raise_log_likelihood(
+        model, data, n_chains=5, n_temperatures=400, schedule="linear", generator=3
+    )
+    unchecked = raise_log_likelihood(
+        model, data, n_chains=5, n_temperatures=400, schedule="linear", generator=3, schedule_check=False
+    )
+    # The full run draws what it drew without the check: the check's chains come after.
+    assert torch.equal(checked.log_weights, unchecked.log_weights) and unchecked.schedule_check is None
+    check = checked.schedule_check
+    assert check.stride == SCHEDULE_CHECK_STRIDE == 4 and check.n_temperatures == 100
+    assert check.log_likelihoods.shape == check.stderrs.shape == (6,)
+    assert checked.cost_sweeps == unchecked.cost_sweeps + check.cost_sweeps == 6 * 5 * (400 + 100)
+    assert torch.allclose(coarsened(linear(400), 4), linear(100), atol=1e-15, rtol=0)
+    # Both ends are kept when the stride does not divide K.
+    odd = coarsened(linear(10), 4)
+    assert odd[0] == 0.0 and odd[-1] == 1.0 and odd.numel() == 4
+    short = raise_log_likelihood(model, data, n_chains=5, n_temperatures=39, schedule="linear", generator=3)
+    assert short.schedule_check is None, "too short a schedule to coarsen is not checked"
+
+
+def with_shifts(result: RAISEResult, shifts: torch.Tensor) -> RAISEResult:
+    """``result`` whose schedule check moved each example's log Z by ``shifts`` (nats)."""
+    check = dataclasses.replace(result.schedule_check, log_likelihoods=result.log_likelihoods - shifts)
+    return dataclasses.replace(result, schedule_check=check)
+
+
+def test_the_schedule_check_widens_the_error_bar_or_fails_the_estimate():
+    model = random_rbm(7, 3, seed=4, base_rate=True)
+    data = exact_samples(model, 20, seed=2)
+    result = raise_log_likelihood(model, data, n_chains=5, n_temperatures=400, schedule="linear", generator=3)
+    estimate = bl.estimators.LogZEstimate(
+        log_z=float(result.log_z_per_example.mean()), stderr=0.05, method="raise", info=result
+    )
+    noise = torch.linspace(-0.01, 0.01, 20, dtype=torch.float64)
+
+    def judged(shifts):
+        verdict = Verdict()
+        return raise_checks(dataclasses.replace(estimate, info=with_shifts(result, shifts)), verdict), verdict
+
+    # Within its own noise: nothing changes but a note.
+    same, verdict = judged(noise)
+    assert same.stderr == 0.05 and not verdict.failures and "schedule check" in verdict.notes[0]
+    # Significant and small: the bias estimate S/3 joins the error bar.
+    moved, verdict = judged(0.6 + noise)
+    assert moved.stderr == pytest.approx(math.hypot(0.05, 0.2)) and not verdict.failures
+    # Significant and over MAX_SCHEDULE_SHIFT: not converged, whatever the error bar.
+    far, verdict = judged(-(MAX_SCHEDULE_SHIFT + 0.5) + noise)
+    assert (
+        far.stderr > 0.5
+        and len(verdict.failures) == 1
+        and "has not converged in its schedule" in verdict.failures[0]
+    )
+    # Large but noisy (under SHIFT_SIGNIFICANCE standard errors): no evidence either way.
+    noisy, verdict = judged(1.5 + 1000 * noise)
+    assert noisy.stderr == 0.05 and not verdict.failures
+
+
+def test_the_schedule_check_covers_a_short_schedule_from_atypical_data():
+    # A sharp RBM, uniform random data (not the model's), 160 temperatures: the estimate is
+    # 0.018 low and the coarse run's shift is significant, so the error bar takes the bias in.
+    model = random_rbm(12, 8, scale=4.0, seed=0, base_rate=True)
+    data = torch.randint(0, 2, (30, 12), generator=torch.Generator().manual_seed(0)).double()
+    estimate = bl.estimate_log_z(
+        model, method="raise", data=data, n_temperatures=160, schedule="linear", generator=0,
+        lower_bound_sweeps=0,
+    )  # fmt: skip
+    spread = float(estimate.info.log_z_per_example.std() / math.sqrt(30))
+    assert estimate.stderr > 2 * spread, "the significant shift did not widen the error bar"
+    assert abs(estimate.z_score(bl.exact_log_z(model))) < 2

@@ -50,6 +50,7 @@ from boltzlab.cli.common import (
     verdict_word,
 )
 from boltzlab.cli.comparison import disagreement_lines, sandwich_line
+from boltzlab.cli.cost_cap import DEFAULT_METHOD_WORK, NO_CAP, CostCap, default_cap
 from boltzlab.cli.dbm_report import dbm_bound_rows, dbm_likelihood_rows, format_dbm_rows
 from boltzlab.cli.json_output import echo_json, estimate_diagnostics
 from boltzlab.cli.logz import (
@@ -61,6 +62,7 @@ from boltzlab.cli.logz import (
     run_quietly,
     trajectory_for,
 )
+from boltzlab.cli.progress_display import method_progress
 from boltzlab.cli.run_files import evaluation_payload, write_evaluation
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.budget import matched_options
@@ -134,8 +136,13 @@ class EvaluationRow:
             object.__setattr__(self, "reliable", False)
 
 
+#: Units of an RBM's smaller layer up to which ``evaluate`` runs anchored AIS by default.
+MAX_ANCHORED_UNITS = 64
+
+
 def _default_methods(model: nn.Module, *, has_trajectory: bool = False) -> tuple[str, ...]:
-    """``exact`` (when it can be enumerated), ``ais``, ``anchored-ais`` (a binary RBM),
+    """``exact`` (when it can be enumerated), ``ais``, ``anchored-ais`` (a binary RBM whose
+    smaller layer has at most ``MAX_ANCHORED_UNITS`` units),
     ``trajectory-ais`` (an RBM whose training trajectory is at hand), ``raise`` and ``rts``; a
     DBM gets no RAISE (it needs the visible layer to be the only one left after summing out)."""
     if isinstance(model, DBM):
@@ -146,8 +153,11 @@ def _default_methods(model: nn.Module, *, has_trajectory: bool = False) -> tuple
     exact = ("exact",) if min(model.layer_sizes) <= MAX_EXACT_UNITS else ()
     trajectory = ("trajectory-ais",) if has_trajectory and isinstance(model, RBM) else ()
     # Anchored AIS is the default route that stays right on sharply trained RBMs, where plain
-    # AIS lands 0.5–2 nats low (docs/algorithms.md §4.7; measured in docs/trust.md).
-    anchored = ("anchored-ais",) if isinstance(model, RBM) else ()
+    # AIS lands 0.5–2 nats low (docs/algorithms.md §4.7; measured in docs/trust.md). Its anchor
+    # is a set of states of the smaller layer; with hundreds of units there the set holds a
+    # negligible share of Z and anchored AIS is a second run of plain AIS, not another method.
+    anchors = isinstance(model, RBM) and min(model.layer_sizes) <= MAX_ANCHORED_UNITS
+    anchored = ("anchored-ais",) if anchors else ()
     return (*exact, "ais", *anchored, *trajectory, "raise", "rts")
 
 
@@ -245,8 +255,10 @@ def _evaluate_methods(
     chains: int | None = None,
     operator: Any = None,
     trajectory: Path | None = None,
-) -> list[EvaluationRow]:
-    """Run every method on ``model`` and return one :class:`EvaluationRow` each.
+    cap: CostCap = NO_CAP,
+    examples_given: bool = False,
+) -> tuple[list[EvaluationRow], list[str]]:
+    """Run every method on ``model``: one :class:`EvaluationRow` each, and what the cap cut.
 
     Parameters
     ----------
@@ -267,12 +279,18 @@ def _evaluate_methods(
     operator : Operator, optional
     trajectory : Path, optional
         The training trajectory the trajectory methods follow (a file or run directory).
+    cap : CostCap
+        Chain-sweeps any one method may spend (:mod:`boltzlab.cli.cost_cap`).
+    examples_given : bool
+        Whether the user chose RAISE's examples (the cap then keeps them all).
+
+    Each method's progress is shown on stderr while it runs (:mod:`boltzlab.cli.progress_display`).
     """
     dataset = prepared.dataset
     test = dataset.test if dataset.test is not None else dataset.valid
     train_log_f, test_log_f = mean_log_f(model, dataset.train), mean_log_f(model, test)
-    rows = []
-    for method in methods:
+    rows, cuts = [], []
+    for position, method in enumerate(methods, start=1):
         options = _options(
             method,
             budget=budget,
@@ -281,10 +299,14 @@ def _evaluate_methods(
             held_out=prepared.held_out,
             trajectory=trajectory,
         )
+        options, cut = cap.apply(method, options, examples_given=examples_given)
+        if cut:
+            cuts.append(cut)
         if method != "exact":
             options["check_data"] = dataset.train
         started = time.perf_counter()
-        estimate = run_quietly(model, method, seed=seed, options=options)
+        with method_progress(method, position, len(methods)):
+            estimate = run_quietly(model, method, seed=seed, options=options)
         rows.append(
             row_from_estimate(
                 estimate,
@@ -293,7 +315,7 @@ def _evaluate_methods(
                 seconds=time.perf_counter() - started,
             )
         )
-    return rows
+    return rows, cuts
 
 
 def _most_precise(rows: Sequence[EvaluationRow]) -> EvaluationRow:
@@ -371,7 +393,8 @@ Example:
 @click.option(
     "--methods",
     metavar="LIST",
-    help="Comma-separated estimators (default: exact when enumerable, ais, anchored-ais for binary RBMs, "
+    help="Comma-separated estimators (default: exact when enumerable, ais, anchored-ais for binary RBMs "
+    f"whose smaller layer has at most {MAX_ANCHORED_UNITS} units, "
     "trajectory-ais when the run has a trajectory, raise, rts); any of "
     + ", ".join(estimators.methods())
     + ".",
@@ -387,9 +410,16 @@ Example:
 @click.option(
     "--examples",
     type=click.IntRange(min=1),
-    default=DEFAULT_RAISE_EXAMPLES,
-    show_default=True,
-    help="RAISE: held-out examples to anneal back from.",
+    help=f"RAISE: held-out examples to anneal back from (default {DEFAULT_RAISE_EXAMPLES}, fewer where "
+    "--max-cost binds).",
+)
+@click.option(
+    "--max-cost",
+    type=click.IntRange(min=0),
+    metavar="CHAIN_SWEEPS",
+    help="Chain-sweeps any one method may spend (0: no cap). Default: "
+    f"{DEFAULT_METHOD_WORK:.0e} multiply-adds over the model's weights, which binds only on large "
+    "models (784x500: 2.6M; AIS gets fewer chains, RAISE fewer examples).",
 )
 @click.option(
     "--likelihood-examples",
@@ -426,7 +456,8 @@ def evaluate(
     methods: str | None,
     budget: int | None,
     chains: int | None,
-    examples: int,
+    examples: int | None,
+    max_cost: int | None,
     likelihood_examples: int,
     operator: str | None,
     alpha: float | None,
@@ -461,16 +492,33 @@ def evaluate(
         name = operator or "gibbs"
         op = operators.get(name, **operator_params(name, alpha))
     prepared = prepare_data(
-        model, data_name, root=data_root, seed=seed, n_examples=examples, load_options=data_file
+        model,
+        data_name,
+        root=data_root,
+        seed=seed,
+        n_examples=examples or DEFAULT_RAISE_EXAMPLES,
+        load_options=data_file,
     )
+    cap = CostCap(default_cap(model) if max_cost is None else (max_cost or None))
     echo = (lambda _text: None) if as_json else click.echo
     echo(f"model: {model_path} ({describe_model(model)})")
     raise_note = f"; RAISE uses {prepared.held_out_description}" if "raise" in chosen else ""
     echo(f"data: {prepared.dataset.name}{raise_note}")
     if trajectory is not None:
         echo(f"trajectory: {trajectory}")
-    rows = _evaluate_methods(
-        model, chosen, prepared, seed=seed, budget=budget, chains=chains, operator=op, trajectory=trajectory
+    if cap.chain_sweeps is not None:
+        echo(f"cost cap: at most {cap.chain_sweeps:,} chain-sweeps per method (--max-cost)")
+    rows, cuts = _evaluate_methods(
+        model,
+        chosen,
+        prepared,
+        seed=seed,
+        budget=budget,
+        chains=chains,
+        operator=op,
+        trajectory=trajectory,
+        cap=cap,
+        examples_given=examples is not None,
     )
     payload = evaluation_payload(
         rows,
@@ -484,6 +532,8 @@ def evaluate(
         echo_json(payload)
         return
     click.echo(_format_rows(rows))
+    for cut in cuts:
+        click.echo(f"capped by --max-cost: {cut}")
     for row in rows:
         if row.budget_grew:
             click.echo(f"{row.method}'s budget grew: {row.budget_grew}")

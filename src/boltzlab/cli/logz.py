@@ -49,6 +49,7 @@ from boltzlab.cli.common import (
     refuse_data_file_options_without_data,
 )
 from boltzlab.cli.json_output import echo_json, estimate_record
+from boltzlab.cli.progress_display import method_progress
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.record import FAMILIES, FLAGS, get_record, records
 from boltzlab.estimators.result import LogZEstimate
@@ -415,7 +416,8 @@ def logz(model_path: Path, method: str, seed: int, as_json: bool, **flags: Any) 
             err=True,
         )
     started = time.perf_counter()
-    estimate = run_quietly(model, method, seed=seed, options=options)
+    with method_progress(method, 1, 1):
+        estimate = run_quietly(model, method, seed=seed, options=options)
     elapsed = time.perf_counter() - started
     if as_json:
         echo_json({"model": str(model_path), **estimate_record(estimate, seconds=elapsed)})

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from boltzlab import distributed
+from boltzlab import distributed, progress
 from boltzlab.distributed import Shard
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, TemperedModel, log_f_marginal, path_derivative
@@ -241,6 +241,7 @@ def anneal_and_measure(
             if redraw:
                 chains = redraw_summed_layers(model, chains, terms, generator=generator)
             chains, _ = operator.step(model, chains, generator=generator, terms=terms)
+            progress.advance(chains.n_chains)
     if shard is not None:
         all_weights = distributed.gather_rows(torch.stack(kept_weights), dim=1, what="gathering the pilot")
         all_features = distributed.gather_rows(torch.stack(kept_features), dim=1, what="gathering the pilot")

@@ -7,7 +7,7 @@ weights in float64 (docs/algorithms.md §4.1–4.2, §4.7, §5):
 - :mod:`~boltzlab.estimators.annealing.chain_budget`: more chains until the checks pass, and
   the family's part of the verdict;
 - :mod:`~boltzlab.estimators.annealing.anchored`: anchored AIS (``"anchored-ais"``);
-- :mod:`~boltzlab.estimators.annealing.raise_`: reverse AIS (``"raise"``);
+- :mod:`~boltzlab.estimators.annealing.raise_`: reverse AIS (``"raise"``) and its schedule check;
 - :mod:`~boltzlab.estimators.annealing.options`: the typed options each of them checks once;
 - :mod:`~boltzlab.estimators.annealing.schedules` and ``adaptive_schedules``: fixed and
   measured β schedules (VAROPT, GMS13, deceleration);
@@ -17,12 +17,13 @@ weights in float64 (docs/algorithms.md §4.1–4.2, §4.7, §5):
 from boltzlab.estimators.annealing.adaptive_schedules import ScheduleInfo, decelerated, gms13, varopt
 from boltzlab.estimators.annealing.ais import AISInfo, ais
 from boltzlab.estimators.annealing.anchored import AnchoredInfo, anchored_ais
-from boltzlab.estimators.annealing.raise_ import RAISEResult, raise_log_likelihood, raise_log_z
+from boltzlab.estimators.annealing.raise_ import RAISEResult, ScheduleCheck, raise_log_likelihood, raise_log_z
 
 __all__ = [
     "AISInfo",
     "AnchoredInfo",
     "RAISEResult",
+    "ScheduleCheck",
     "ScheduleInfo",
     "ais",
     "anchored_ais",

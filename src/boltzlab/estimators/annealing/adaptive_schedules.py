@@ -56,7 +56,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from boltzlab import operators
+from boltzlab import operators, progress
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.annealing.increments import add_log_f_increment_, reads_current_state
 from boltzlab.estimators.annealing.schedules import (
@@ -738,6 +738,7 @@ def measure_at_knots(
     terms = model.marginal_terms(chains.layers)
     for sweep in range(1, n_sweeps + 1):
         chains, _ = transition.step(model, chains, generator=generator, terms=terms)
+        progress.advance(chains.n_chains)
         terms = model.marginal_terms(chains.layers)
         if sweep > burn_in:
             derivative = path_derivative(terms, beta64)

@@ -42,7 +42,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from boltzlab import distributed
+from boltzlab import distributed, progress
 from boltzlab.chains import Chains
 from boltzlab.estimators.annealing.adaptive_schedules import ScheduleInfo, build_schedule
 from boltzlab.estimators.annealing.chain_budget import (
@@ -405,6 +405,7 @@ def _anneal(
             if refresh_summed:
                 chains = redraw_summed_group(model, chains, terms, beta_values[k], generator)
             chains, _ = transition.step(model, chains, generator=generator, terms=terms)
+            progress.advance(chains.n_chains)
 
     return log_weights.cpu(), None if trace is None else trace.cpu(), chains
 

@@ -297,8 +297,8 @@ def annealing_checks(estimate: LogZEstimate, verdict: Verdict) -> LogZEstimate:
     the agreement of independent chain groups, whose spread widens the error bar where it is
     larger than the delta method's (heavy-tailed weights make the delta method too narrow: on
     the hard-model suite AIS's ±2 s.e. intervals covered 0.79–0.83 of the truth). A note where
-    AIS's chain budget reached ``max_chains`` with a check still failing. RAISE's weights (one
-    row per example) get none of these.
+    AIS's chain budget reached ``max_chains`` with a check still failing. (RAISE, with one row of
+    weights per example, has its own: :func:`~boltzlab.estimators.annealing.raise_.raise_checks`.)
     """
     log_weights = getattr(estimate.info, "log_weights", None)  # None: an estimate built by hand
     if isinstance(log_weights, Tensor) and log_weights.dim() == 1 and log_weights.numel() >= 2:

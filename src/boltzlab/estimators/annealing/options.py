@@ -203,12 +203,21 @@ class RAISEOptions(AnnealingOptions):
         Reverse chains per example, ``M``.
     chains_per_batch : int, default 16384
         Examples are annealed in batches of about this many chains (memory).
+    schedule_check : bool, default True
+        Also anneal the same examples on every
+        :data:`~boltzlab.estimators.annealing.raise_.SCHEDULE_CHECK_STRIDE`-th temperature
+        (a quarter of the sweeps): how far the estimate moves with the schedule's length
+        is RAISE's bias, which its error bar over examples does not contain (docs/trust.md,
+        "RAISE's schedule check").
     """
 
     n_chains: int = 10
     chains_per_batch: int = 16_384
+    schedule_check: bool = True
 
     def __post_init__(self) -> None:
         _set(self, "n_chains", check_positive_int(self.n_chains, "n_chains"))
         _set(self, "chains_per_batch", check_positive_int(self.chains_per_batch, "chains_per_batch"))
+        if not isinstance(self.schedule_check, bool):
+            raise ValidationError(f"schedule_check must be True or False, got {self.schedule_check!r}")
         super().__post_init__()

@@ -59,7 +59,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from boltzlab import distributed, operators
+from boltzlab import distributed, operators, progress
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.tempered.levels import (
     ADAPT_STATISTICS,
@@ -494,6 +494,7 @@ def run_levels(
         state = space.place(state.chains.layers, state.terms, levels, generator=generator)
         for _ in range(plan.initial_sweeps):
             state, _, log_q = level_step(space, state, log_weights, generator=generator)
+            progress.advance(n_chains)
             _accumulate_(log_sums[iteration], counts[iteration], log_q, state.levels)
         block_sweeps.append(plan.initial_sweeps)
         block_sums, block_counts = log_sums[iteration], counts[iteration]
@@ -530,6 +531,7 @@ def run_levels(
         block = plan.n_initial_iterations + batch
         for sweep in range(boundaries[batch], boundaries[batch + 1]):
             state, log_f, log_q = level_step(space, state, log_weights, generator=generator)
+            progress.advance(n_chains)
             _accumulate_(log_sums[block], counts[block], log_q, state.levels)
             trips.update(state.levels)
             recorder.record(batch, sweep, state.terms, state.levels, log_f, log_q, state.derivatives)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from boltzlab import progress
 from boltzlab.chains import Chains
 from boltzlab.estimators.annealing.increments import redraw_summed_group
 from boltzlab.models.base import MarginalTerms
@@ -168,6 +169,7 @@ def transition(
     chains, _ = kernel.operator.step(work, chains, generator=generator, terms=terms)
     for _ in range(kernel.n_sweeps - 1):
         chains, _ = kernel.operator.step(work, chains, generator=generator)
+    progress.advance(chains.n_chains * kernel.n_sweeps)
     return chains
 
 

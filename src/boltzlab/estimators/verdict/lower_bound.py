@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 from torch.nn.functional import softplus
 
-from boltzlab import distributed
+from boltzlab import distributed, progress
 from boltzlab.chains import Chains
 from boltzlab.models.rbm import RBM
 from boltzlab.operators import resolve
@@ -272,6 +272,7 @@ def visited_states(
         codes = [pack_rows(chains.layers[index])]
         for _ in range(n_sweeps):
             chains, _info = transition.step(model, chains, generator=generator)
+            progress.advance(chains.n_chains)
             codes.append(pack_rows(chains.layers[index]))
             if len(codes) >= 64:
                 # Collapse to distinct rows with their counts now and then, so memory stays
