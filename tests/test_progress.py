@@ -23,12 +23,17 @@ def counted(method: str, model: bl.RBM, **options) -> tuple[int, bl.estimators.L
         ("raise", {"n_chains": 3, "n_temperatures": 60}),
         ("rts", {"n_chains": 6, "n_temperatures": 8, "n_sweeps": 40, "initial_sweeps": 5}),
         ("mbar", {"n_chains": 6, "n_temperatures": 8, "n_sweeps": 40, "initial_sweeps": 5}),
+        # Its anchor chains run through sampling.iterate.
+        ("anchored-ais", {"n_chains": 7, "n_temperatures": 60, "anchor_chains": 9, "anchor_sweeps": 4}),
     ],
 )
 def test_reports_add_up_to_the_cost_and_change_nothing(method, options):
     model = random_rbm(6, 4, seed=2, base_rate=True)
+    rows = torch.randint(0, 2, (4, 6), generator=torch.Generator().manual_seed(0))
     if method == "raise":
-        options = {**options, "data": torch.randint(0, 2, (4, 6), generator=torch.Generator().manual_seed(0))}
+        options = {**options, "data": rows}
+    if method == "anchored-ais":
+        options = {**options, "anchor_data": rows}
     total, estimate = counted(method, model, **options)
     assert total == estimate.cost_sweeps > 0
     quiet = bl.estimate_log_z(model, method=method, generator=0, lower_bound_sweeps=0, **options)

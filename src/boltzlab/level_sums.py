@@ -11,9 +11,9 @@ float64 operations it costs about ten times the sweep's two matrix products, and
 estimators cost 11–27 times AIS per chain-sweep (docs/performance.md, "Tempered estimators").
 
 This module evaluates both sums in one C loop, compiled once per machine with ``-O3
--march=native -fno-math-errno -fno-trapping-math -fopenmp`` (not ``-ffast-math``, below) and loaded with :mod:`ctypes` (a plain C file: it
-builds in about a second, where a torch extension takes half a minute), about 20 times
-faster than the float64 path on one thread. Three choices make it fast:
+-march=native -fno-math-errno -fno-trapping-math -fopenmp`` (not ``-ffast-math``, below) and
+loaded with :mod:`ctypes` (a plain C file: it builds in about a second, where a torch
+extension takes half a minute), about 20 times faster than the float64 path on one thread. Three choices make it fast:
 
 * ``softplus(t) = max(t, 0) + log(1 + e^{−|t|})``: the positive parts do not depend on the
   level's sign pattern, ``Σ_j max(β a_j, 0) = β Σ_j max(a_j, 0)``, one sum per chain;

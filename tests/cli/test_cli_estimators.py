@@ -242,9 +242,16 @@ def test_evaluate_shows_progress_and_what_the_cost_cap_cut(
     assert "capped by --max-cost: ais" not in result.stdout
     assert "capped by --max-cost: raise: 10 of the 30 held-out examples" in result.stdout
     # Not a terminal here: a line when each method starts and when it ends, with its sweeps.
+    payload_rows = {}
+    for line in result.stdout.splitlines():
+        fields = line.split()
+        if fields and fields[0] in ("ais", "raise"):
+            payload_rows[fields[0]] = int(fields[5].replace(",", ""))
     for position, method in ((1, "ais"), (2, "raise")):
         assert f"[{position}/2] {method}: running" in result.stderr
-        assert re.search(rf"\[{position}/2\] {method}: done in .*, [\d,]+ chain-sweeps", result.stderr)
+        done = re.search(rf"\[{position}/2\] {method}: done in .*, ([\d,]+) chain-sweeps", result.stderr)
+        # What the estimator spent, and the witness's 1,000 chains × 200 sweeps: every sweep heard.
+        assert done and int(done.group(1).replace(",", "")) == payload_rows[method] + 200_000
 
 
 def test_the_cost_cap_binds_on_large_models_only() -> None:
@@ -259,9 +266,15 @@ def test_the_cost_cap_binds_on_large_models_only() -> None:
         if capped:
             assert 100 <= ais_options["max_chains"] < 1600
             assert 10 <= raise_options["data"].shape[0] < 100
+    # The tempered budget keeps its first 100 chains and at most cap / 100 long-run sweeps.
+    options, cut = CostCap(500_000).apply("rts", {}, examples_given=False)
+    assert options == {"max_chains": 100, "max_sweeps": 5000} and "100 chains × 5,000" in cut
+    # A floor above the cap is run and said.
+    assert "above the cap" in CostCap(1000).apply("ais", {}, examples_given=False)[1]
     # A budget or examples the user chose are kept.
     cap = CostCap(default_cap(large))
     assert cap.apply("ais", {"n_chains": 50}, examples_given=False) == ({"n_chains": 50}, "")
+    assert cap.apply("rts", {"n_sweeps": 50}, examples_given=False) == ({"n_sweeps": 50}, "")
     assert cap.apply("raise", {"data": held_out}, examples_given=True)[1] == ""
     assert NO_CAP.apply("ais", {}, examples_given=False) == ({}, "")
 

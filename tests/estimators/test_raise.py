@@ -251,8 +251,28 @@ def test_the_schedule_check_reruns_the_same_examples_on_every_fourth_temperature
     unchecked = raise_log_likelihood(
         model, data, n_chains=5, n_temperatures=400, schedule="linear", generator=3, schedule_check=False
     )
-    # The full run draws what it drew without the check: the check's chains come after.
+    # The full run draws what it drew without the check (the check's chains draw from forks).
     assert torch.equal(checked.log_weights, unchecked.log_weights) and unchecked.schedule_check is None
+    # The sharded path: a stream per block of examples.
+    options = {"n_chains": 5, "n_temperatures": 400, "schedule": "linear", "generator": 3, "blocks": 3}
+    with_check = raise_log_likelihood(model, data, **options)
+    without = raise_log_likelihood(model, data, schedule_check=False, **options)
+    assert torch.equal(with_check.log_weights, without.log_weights)
+    # Nor does what the caller's generator draws afterwards (the verdict's witness) change.
+    after = []
+    for flag in (True, False):
+        generator = torch.Generator().manual_seed(7)
+        raise_log_likelihood(
+            model,
+            data,
+            n_chains=5,
+            n_temperatures=400,
+            schedule="linear",
+            generator=generator,
+            schedule_check=flag,
+        )
+        after.append(torch.rand(3, generator=generator))
+    assert torch.equal(*after)
     check = checked.schedule_check
     assert check.stride == SCHEDULE_CHECK_STRIDE == 4 and check.n_temperatures == 100
     assert check.log_likelihoods.shape == check.stderrs.shape == (6,)
@@ -300,6 +320,26 @@ def test_the_schedule_check_widens_the_error_bar_or_fails_the_estimate():
     # Large but noisy (under SHIFT_SIGNIFICANCE standard errors): no evidence either way.
     noisy, verdict = judged(1.5 + 1000 * noise)
     assert noisy.stderr == 0.05 and not verdict.failures
+    # K_c/(K − K_c) when the stride does not divide K: 401 temperatures keep ⌈401/4⌉ = 101.
+    odd = raise_log_likelihood(model, data, n_chains=5, n_temperatures=401, schedule="linear", generator=3)
+    estimate_odd = dataclasses.replace(estimate, info=with_shifts(odd, 0.6 + noise))
+    widened = raise_checks(estimate_odd, Verdict())
+    assert odd.schedule_check.n_temperatures == 101
+    assert widened.stderr == pytest.approx(math.hypot(0.05, 0.6 * 101 / 300))
+
+
+def test_the_schedule_check_of_one_example():
+    # One example: the two runs' delta-method errors; with one chain there are none, and the
+    # shift is reported but not judged.
+    model = random_rbm(7, 3, seed=4, base_rate=True)
+    data = exact_samples(model, 1, seed=2)
+    for n_chains, judged in ((8, True), (1, False)):
+        estimate = bl.estimate_log_z(
+            model, method="raise", data=data, n_chains=n_chains, n_temperatures=200, schedule="linear",
+            generator=0, lower_bound_sweeps=0,
+        )  # fmt: skip
+        note = next(w for w in estimate.warnings if w.startswith("schedule check"))
+        assert ("not judged" in note) != judged and math.isfinite(estimate.log_z)
 
 
 def test_the_schedule_check_covers_a_short_schedule_from_atypical_data():

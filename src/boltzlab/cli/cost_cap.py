@@ -5,18 +5,23 @@ and smaller): AIS's chain budget may grow to 1,600 chains × 14,500 temperatures
 100 examples × 10 chains back from each. On a 784×500 RBM that is 7.6 minutes of AIS and
 4 minutes of RAISE on 2 cores (docs/performance.md, "evaluate at 784×500"). The cap is a
 number of chain-sweeps per method, scaled to the model so that it is the same amount of
-arithmetic at every size: :data:`DEFAULT_METHOD_WORK` multiply-adds over the weights a sweep
-touches. It binds only on large models (784×500: 2.6 M chain-sweeps; 784×20: 64 M, above
-every default) and is a count, not a clock, so the same command gives the same numbers on
-every machine. Where it binds, the command says what it cut; the verdicts judge what ran.
+arithmetic at every size: :data:`DEFAULT_METHOD_WORK` weight-sweeps (chain-sweeps × the
+weights one sweep multiplies through; a Gibbs sweep is about two multiply-adds per weight,
+an annealing step three). It binds only on large models (784×500: 2.6 M chain-sweeps; 784×20:
+64 M, above every default) and is a count, not a clock, so the same command gives the same
+numbers on every machine. Where it binds, the command says what it cut; the verdicts judge
+what ran.
 
-How each method is held to it:
+How each method is held to it, where the caller left the budget to the method:
 - AIS's chain budget (``n_chains`` unset): ``max_chains`` = cap / K in whole rounds of
   :data:`~boltzlab.estimators.annealing.chain_budget.DEFAULT_CHAINS`, at least one;
 - RAISE: fewer held-out examples (at least :data:`MIN_RAISE_EXAMPLES`), counting its
-  schedule check's quarter-length rerun;
-- the others keep their defaults (anchored AIS's fixed 100 chains and the tempered budget's
-  sweep cap stay below the cap at 784×500).
+  schedule check's coarse rerun;
+- RTS, TS, TI, TI-RB and MBAR (their temperature route): the tempered budget keeps its first
+  100 chains and grows its long run to at most cap / 100 sweeps;
+- a floor above the cap (one round of AIS, ten RAISE examples, one sweep) is kept and said.
+Not capped: anchored AIS (a fixed 100 chains and 200,000 anchor chain-sweeps), the trajectory
+methods and the trajectory route of ``rts`` and ``mbar``, which keep their own budgets.
 """
 
 from __future__ import annotations
@@ -30,8 +35,10 @@ from torch import nn
 
 from boltzlab.estimators.annealing.chain_budget import DEFAULT_CHAINS, DEFAULT_MAX_CHAINS, budget_runs
 from boltzlab.estimators.annealing.options import RAISEOptions
-from boltzlab.estimators.annealing.raise_ import SCHEDULE_CHECK_STRIDE
+from boltzlab.estimators.annealing.raise_ import SCHEDULE_CHECK_MIN_TEMPERATURES, SCHEDULE_CHECK_STRIDE
 from boltzlab.estimators.annealing.schedules import DEFAULT_N_TEMPERATURES
+from boltzlab.estimators.record import get_record
+from boltzlab.estimators.tempered.budget import DEFAULT_MAX_SWEEPS
 
 __all__ = [
     "DEFAULT_METHOD_WORK",
@@ -42,11 +49,14 @@ __all__ = [
     "weights_per_sweep",
 ]
 
-#: Multiply-adds one method may spend by default: chain-sweeps × the weights a sweep touches.
-#: About a minute of AIS on 2 cores (measured 2.0e10 per second at 784×500, the float32 path).
+#: Weight-sweeps one method may spend by default: chain-sweeps × :func:`weights_per_sweep`.
+#: About a minute of AIS on 2 cores at 784×500 (measured: 100 chains × 14,500 temperatures in 71 s
+#: on one thread, witness included).
 DEFAULT_METHOD_WORK = 1.0e12
 #: RAISE keeps at least this many held-out examples under the cap: its error bar is their spread.
 MIN_RAISE_EXAMPLES = 10
+#: Chains of the tempered methods' first round (the sampler's default), kept under the cap.
+_TEMPERED_CHAINS = 100
 
 
 def weights_per_sweep(model: nn.Module) -> int:
@@ -58,6 +68,10 @@ def weights_per_sweep(model: nn.Module) -> int:
 def default_cap(model: nn.Module) -> int:
     """Chain-sweeps per method that :data:`DEFAULT_METHOD_WORK` buys on ``model``."""
     return max(1, math.floor(DEFAULT_METHOD_WORK / max(1, weights_per_sweep(model))))
+
+
+def _over(cost: int, cap: int) -> str:
+    return f" ({cost:,} chain-sweeps, above the cap: the least it runs)" if cost > cap else ""
 
 
 @dataclass(frozen=True)
@@ -83,19 +97,33 @@ class CostCap:
             chains = max(DEFAULT_CHAINS, cap // temperatures // DEFAULT_CHAINS * DEFAULT_CHAINS)
             if chains < DEFAULT_MAX_CHAINS:
                 return {**options, "max_chains": chains}, (
-                    f"ais: chain budget capped at {chains:,} chains (of {DEFAULT_MAX_CHAINS:,}) × {temperatures:,} "
-                    "temperatures"
+                    f"ais: chain budget capped at {chains:,} chains (of {DEFAULT_MAX_CHAINS:,}) × "
+                    f"{temperatures:,} temperatures{_over(chains * temperatures, cap)}"
                 )
         if method == "raise" and not examples_given and options.get("data") is not None:
             data = options["data"]
-            per_example = int(options.get("n_chains") or RAISEOptions.n_chains) * temperatures
-            if options.get("schedule_check", True):
-                per_example += per_example // SCHEDULE_CHECK_STRIDE
+            steps = temperatures
+            checked = options.get("schedule_check", RAISEOptions.schedule_check)
+            if checked and temperatures >= SCHEDULE_CHECK_MIN_TEMPERATURES:
+                steps += -(-temperatures // SCHEDULE_CHECK_STRIDE)  # the coarse rerun's ⌈K/stride⌉
+            per_example = int(options.get("n_chains") or RAISEOptions.n_chains) * steps
             examples = max(MIN_RAISE_EXAMPLES, cap // per_example)
             if examples < data.shape[0]:
                 return {**options, "data": data[:examples]}, (
                     f"raise: {examples} of the {data.shape[0]} held-out examples"
+                    f"{_over(examples * per_example, cap)}"
                 )
+        tempered = get_record(method).family == "tempered"
+        budget_given = any(
+            options.get(name) is not None for name in ("n_chains", "max_chains", "n_sweeps", "max_sweeps")
+        )
+        if tempered and not budget_given:
+            sweeps = max(1, min(DEFAULT_MAX_SWEEPS, cap // _TEMPERED_CHAINS))
+            capped = {**options, "max_chains": _TEMPERED_CHAINS, "max_sweeps": sweeps}
+            return capped, (
+                f"{method}: tempered budget capped at {_TEMPERED_CHAINS} chains × {sweeps:,} long-run sweeps"
+                f"{_over(_TEMPERED_CHAINS * sweeps, cap)}"
+            )
         return options, ""
 
 

@@ -96,14 +96,22 @@ def evaluation_payload(
     data: str,
     disagreements: Sequence[str] = (),
     sandwich: str | None = None,
+    cost_cap: int | None = None,
+    cuts: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The ``evaluate --json`` object for ``rows`` (:class:`boltzlab.cli.evaluate.EvaluationRow` s)."""
+    """The ``evaluate --json`` object for ``rows`` (:class:`boltzlab.cli.evaluate.EvaluationRow` s).
+
+    ``cost_cap``: the chain-sweeps each method was held to (``None``: no cap); ``cuts``: what
+    the cap cut, one sentence per method (:mod:`boltzlab.cli.cost_cap`).
+    """
     return {
         "model": model,
         "data": data,
         "rows": [{**asdict(row), "world_size": distributed.topology().world_size} for row in rows],
         "disagreements": list(disagreements),
         "sandwich": sandwich,
+        "cost_cap": cost_cap,
+        "cuts": list(cuts),
     }
 
 

@@ -29,7 +29,8 @@ def matched_options(method: str, sweeps_per_chain: int) -> dict[str, Any]:
     fixed 100 chains (no chain budget); the tempered-sampling methods get
     :func:`~boltzlab.estimators.tempered.budget.tempered_budget`; ``"exact"`` takes none. Anchored AIS gets AIS's temperatures; its
     anchor chains' fixed 200,000 chain-sweeps come on top (its ``cost_sweeps`` counts them, so
-    a table shows the difference).
+    a table shows the difference), as do RAISE's schedule check's ``⌈K/4⌉`` more per chain
+    (``schedule_check=False`` leaves them out, as the RTS paper's figures do).
 
     Parameters
     ----------
