@@ -50,8 +50,8 @@ __all__ = [
 ]
 
 #: Weight-sweeps one method may spend by default: chain-sweeps × :func:`weights_per_sweep`.
-#: About a minute of AIS on 2 cores at 784×500 (measured: 100 chains × 14,500 temperatures in 71 s
-#: on one thread, witness included).
+#: Under a minute of AIS at 784×500 (measured: 100 chains × 14,500 temperatures in 47 s on two
+#: threads, 71 s on one, witness included).
 DEFAULT_METHOD_WORK = 1.0e12
 #: RAISE keeps at least this many held-out examples under the cap: its error bar is their spread.
 MIN_RAISE_EXAMPLES = 10
