@@ -31,13 +31,14 @@ line saying why; an estimator that raises is recorded as a row. Not part of the 
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
 import json
 import math
 import sys
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -339,6 +340,59 @@ def score(model: Any, method: str, *, exact: float, seed: int, options: dict[str
     return row, estimate.info
 
 
+def score_model(
+    model: Any,
+    sidecar: dict[str, Any],
+    methods: Sequence[str],
+    *,
+    seed: int,
+    options_of: Callable[[str], dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every method of ``methods`` on one model, scored against its sidecar's exact log Z.
+
+    ``options_of(method)`` gives a method's options (:func:`method_options`). Returns the result
+    rows (the model's configuration beside :func:`score`'s row) and the diagnostics rows (every
+    scalar of the estimate's ``info``), and prints one line per method on stderr. A method that
+    needs a trajectory the model lacks is skipped with a line saying so.
+    """
+    config, exact = sidecar["config"], sidecar["exact_log_z"]
+    base = {
+        "model": sidecar["name"],
+        **{key: config[key] for key in ("dataset", "algorithm", "n_visible", "n_hidden")},
+        **{key: config[key] for key in ("learning_rate", "lr_schedule", "n_updates", "seed")},
+        "exact_log_z": exact,
+        "test_log_likelihood": sidecar["test_log_likelihood"],
+    }
+    rows, diagnostics = [], []
+    for method in methods:
+        options = options_of(method)
+        if "trajectory" in _named_parameters(method) and "trajectory" not in options:
+            print(f"  {method}: skipped (the model has no training trajectory)", file=sys.stderr)
+            continue
+        row, info = score(
+            model, method, exact=exact, seed=_stable_seed(sidecar["name"], method, seed), options=options
+        )
+        rows.append({**base, **row})
+        diagnostics.append(
+            {
+                "model": base["model"],
+                "method": method,
+                "error": row.get("error"),
+                "stderr": row.get("stderr"),
+                "reliable": row.get("reliable"),
+                "verdict": row.get("verdict"),
+                **flatten_info(info, "info."),
+            }
+        )
+        outcome = row["exception"] or (
+            f"error {row['error']:+.4f} (z {row['z']:+.1f}), {row.get('verdict') or row.get('reliable')}"
+        )
+        if row.get("route") not in (None, method):
+            outcome += f", by {row['route']}"
+        print(f"  {method}: {outcome} [{row['wall_s']:.1f} s]", file=sys.stderr)
+    return rows, diagnostics
+
+
 def resolve_methods(requested: Sequence[str]) -> list[str]:
     """Expand ``default`` (``STANDARD_METHODS``: exact and the nine standard estimators) and ``all``
     (every registered method)."""
@@ -441,24 +495,21 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
             except Exception as error:
                 print(f"skipping {dataset}/{algorithm}: training failed: {error}", file=sys.stderr)
                 continue
-            config, exact = sidecar["config"], sidecar["exact_log_z"]
+            exact = sidecar["exact_log_z"]
             print(
                 f"{sidecar['name']}: exact log Z {exact:.4f}, test LL {sidecar['test_log_likelihood']:.2f}, "
                 f"trained in {sidecar['train_seconds']:.0f} s",
                 file=sys.stderr,
             )
-            base = {
-                "model": sidecar["name"],
-                **{key: config[key] for key in ("dataset", "algorithm", "n_visible", "n_hidden")},
-                **{key: config[key] for key in ("learning_rate", "lr_schedule", "n_updates", "seed")},
-                "exact_log_z": exact,
-                "test_log_likelihood": sidecar["test_log_likelihood"],
-            }
-            for method in methods:
-                options = method_options(
-                    method,
-                    preset,
-                    extra,
+            model_rows, model_diagnostics = score_model(
+                model,
+                sidecar,
+                methods,
+                seed=arguments.seed,
+                options_of=functools.partial(
+                    method_options,
+                    preset=preset,
+                    extra=extra,
                     held_out=held_out,
                     n_examples=n_examples,
                     dataset=dataset,
@@ -466,30 +517,10 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
                     trajectory_as=arguments.trajectory_as,
                     check_data=train if arguments.check_data else None,
                     train=train,
-                )
-                if "trajectory" in _named_parameters(method) and "trajectory" not in options:
-                    print(f"  {method}: skipped (the model has no training trajectory)", file=sys.stderr)
-                    continue
-                seed = _stable_seed(sidecar["name"], method, arguments.seed)
-                row, info = score(model, method, exact=exact, seed=seed, options=options)
-                rows.append({**base, **row})
-                diagnostics.append(
-                    {
-                        "model": base["model"],
-                        "method": method,
-                        "error": row.get("error"),
-                        "stderr": row.get("stderr"),
-                        "reliable": row.get("reliable"),
-                        "verdict": row.get("verdict"),
-                        **flatten_info(info, "info."),
-                    }
-                )
-                outcome = row["exception"] or (
-                    f"error {row['error']:+.4f} (z {row['z']:+.1f}), {row.get('verdict') or row.get('reliable')}"
-                )
-                if row.get("route") not in (None, method):
-                    outcome += f", by {row['route']}"
-                print(f"  {method}: {outcome} [{row['wall_s']:.1f} s]", file=sys.stderr)
+                ),
+            )
+            rows.extend(model_rows)
+            diagnostics.extend(model_diagnostics)
             write_csv(arguments.out / "hard_models.csv", rows, COLUMNS)
             write_csv(arguments.out / "hard_models_diagnostics.csv", diagnostics)
     # The report says how it was made, so a results file is never separated from its command.

@@ -62,6 +62,7 @@ test suite (``tests/test_large_models_bench.py`` runs the tiny preset).
 from __future__ import annotations
 
 import argparse
+import functools
 import subprocess
 import sys
 import time
@@ -82,17 +83,15 @@ from hard_models import (
     ALGORITHMS,
     STANDARD_METHODS,
     Algorithm,
-    _named_parameters,
     _parse_option,
-    _stable_seed,
     load_split,
     method_options,
     obtain_model,
     resolve_methods,
-    score,
+    score_model,
 )
 from hard_models import PRESETS as HARD_PRESETS
-from hard_models_report import COLUMNS, breakdown, flatten_info, report, summary_table, write_csv
+from hard_models_report import COLUMNS, breakdown, report, summary_table, write_csv
 
 __all__ = [
     "DATASETS",
@@ -364,24 +363,21 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
                     )
                     continue
                 sidecars.append(sidecar)
-                config, exact = sidecar["config"], sidecar["exact_log_z"]
+                exact = sidecar["exact_log_z"]
                 print(
                     f"{sidecar['name']}: exact log Z {exact:.4f} ({sidecar['exact_seconds']:.1f} s), "
                     f"test LL {sidecar['test_log_likelihood']:.3f}, trained in {sidecar['train_seconds']:.0f} s",
                     file=sys.stderr,
                 )
-                base = {
-                    "model": sidecar["name"],
-                    **{key: config[key] for key in ("dataset", "algorithm", "n_visible", "n_hidden")},
-                    **{key: config[key] for key in ("learning_rate", "lr_schedule", "n_updates", "seed")},
-                    "exact_log_z": exact,
-                    "test_log_likelihood": sidecar["test_log_likelihood"],
-                }
-                for method in methods:
-                    options = method_options(
-                        method,
-                        preset,  # type: ignore[arg-type]  # only its method_options are read
-                        extra,
+                model_rows, model_diagnostics = score_model(
+                    model,
+                    sidecar,
+                    methods,
+                    seed=arguments.seed,
+                    options_of=functools.partial(
+                        method_options,
+                        preset=preset,
+                        extra=extra,
                         held_out=held_out,
                         n_examples=n_examples,
                         dataset=dataset,
@@ -389,30 +385,10 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
                         trajectory_as="models",
                         check_data=train,  # as hard_models.py --check-data
                         train=train,
-                    )
-                    if "trajectory" in _named_parameters(method) and "trajectory" not in options:
-                        print(f"  {method}: skipped (the model has no training trajectory)", file=sys.stderr)
-                        continue
-                    seed = _stable_seed(sidecar["name"], method, arguments.seed)
-                    row, info = score(model, method, exact=exact, seed=seed, options=options)
-                    rows.append({**base, **row})
-                    diagnostics.append(
-                        {
-                            "model": base["model"],
-                            "method": method,
-                            "error": row.get("error"),
-                            "stderr": row.get("stderr"),
-                            "reliable": row.get("reliable"),
-                            "verdict": row.get("verdict"),
-                            **flatten_info(info, "info."),
-                        }
-                    )
-                    outcome = row["exception"] or (
-                        f"error {row['error']:+.4f} (z {row['z']:+.1f}), {row.get('verdict') or row.get('reliable')}"
-                    )
-                    if row.get("route") not in (None, method):
-                        outcome += f", by {row['route']}"
-                    print(f"  {method}: {outcome} [{row['wall_s']:.1f} s]", file=sys.stderr)
+                    ),
+                )
+                rows.extend(model_rows)
+                diagnostics.extend(model_diagnostics)
                 write_csv(arguments.out / "large_models.csv", rows, COLUMNS)
                 write_csv(arguments.out / "large_models_diagnostics.csv", diagnostics)
     wall = time.perf_counter() - started

@@ -259,6 +259,7 @@ def _evaluate_methods(
     trajectory: Path | None = None,
     cap: CostCap = NO_CAP,
     examples_given: bool = False,
+    lines: bool = True,
 ) -> tuple[list[EvaluationRow], list[str]]:
     """Run every method on ``model``: one :class:`EvaluationRow` each, and what the cap cut.
 
@@ -285,6 +286,8 @@ def _evaluate_methods(
         Chain-sweeps any one method may spend (:mod:`boltzlab.cli.cost_cap`).
     examples_given : bool
         Whether the user chose RAISE's examples (the cap then keeps them all).
+    lines : bool
+        Away from a terminal, say when each method starts and ends (``--json``: no).
 
     Each method's progress is shown on stderr while it runs (:mod:`boltzlab.cli.progress_display`).
     """
@@ -307,7 +310,7 @@ def _evaluate_methods(
         if method != "exact":
             options["check_data"] = dataset.train
         started = time.perf_counter()
-        with method_progress(method, position, len(methods)):
+        with method_progress(method, position, len(methods), lines=lines):
             estimate = run_quietly(model, method, seed=seed, options=options)
         rows.append(
             row_from_estimate(
@@ -522,6 +525,7 @@ def evaluate(
         trajectory=trajectory,
         cap=cap,
         examples_given=examples is not None,
+        lines=not as_json,
     )
     payload = evaluation_payload(
         rows,

@@ -416,7 +416,7 @@ def logz(model_path: Path, method: str, seed: int, as_json: bool, **flags: Any) 
             err=True,
         )
     started = time.perf_counter()
-    with method_progress(method, 1, 1):
+    with method_progress(method, 1, 1, lines=False):
         estimate = run_quietly(model, method, seed=seed, options=options)
     elapsed = time.perf_counter() - started
     if as_json:

@@ -3,7 +3,8 @@
 The estimators report chain-sweeps through :mod:`boltzlab.progress`; this module listens. On a
 terminal each method gets a bar that counts chain-sweeps and their rate (the total is not
 known in advance where a budget grows). Elsewhere (a log file, CI) a bar would be a wall of
-carriage returns, so the command says one line when a method starts and one when it ends.
+carriage returns, so ``evaluate`` says one line when a method starts and one when it ends, and
+``logz`` and ``evaluate --json`` say nothing.
 Only rank 0 of a ``torchrun`` group shows anything.
 """
 
@@ -24,10 +25,14 @@ __all__ = ["method_progress"]
 
 
 @contextmanager
-def method_progress(method: str, position: int, total: int) -> Iterator[None]:
-    """Show the progress of ``method`` (the ``position``-th of ``total``) while the block runs."""
+def method_progress(method: str, position: int, total: int, *, lines: bool = True) -> Iterator[None]:
+    """Show the progress of ``method`` (the ``position``-th of ``total``) while the block runs.
+
+    ``lines=False``: nothing away from a terminal (a command of one estimate, whose stderr a
+    script reads for its one error line).
+    """
     label = f"[{position}/{total}] {method}"
-    if not distributed.topology().is_main:
+    if not distributed.topology().is_main or not (lines or sys.stderr.isatty()):
         yield
         return
     if sys.stderr.isatty():
