@@ -513,7 +513,10 @@ def evaluate(
     if trajectory is not None:
         echo(f"trajectory: {trajectory}")
     if cap.chain_sweeps is not None:
-        echo(f"cost cap: at most {cap.chain_sweeps:,} chain-sweeps per method (--max-cost)")
+        echo(
+            f"cost cap: at most {cap.chain_sweeps:,} chain-sweeps for each of AIS, RAISE and the tempered "
+            "methods (--max-cost)"
+        )
     rows, cuts = _evaluate_methods(
         model,
         chosen,
