@@ -424,16 +424,6 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--algorithms", nargs="+", choices=tuple(ALGORITHMS), help="Override its algorithms.")
     parser.add_argument("--n-updates", type=int, help="Training updates for every algorithm.")
     parser.add_argument("--n-hidden", type=int, help="Hidden units of every model (<= 20 or so).")
-    parser.add_argument(
-        "--methods",
-        nargs="+",
-        default=["default"],
-        help="Methods; 'default' = exact and the nine standard estimators, 'all'.",
-    )
-    parser.add_argument(
-        "--option", type=_parse_option, action="append", default=[], metavar="METHOD.KEY=VALUE"
-    )
-    parser.add_argument("--raise-examples", type=int, help="Held-out examples given to RAISE as data=.")
     parser.add_argument("--trajectory-as", choices=("models", "paths", "dir"), default="models")
     parser.add_argument(
         "--no-trajectory",
@@ -448,13 +438,37 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         "a model cached before witness rows existed keeps none, and its verdicts say unchecked: the "
         "witness column of hard_models.csv says which).",
     )
+    add_scoring_arguments(parser, cache=ROOT / "runs" / "hard-models")
+    return parser.parse_args(argv)
+
+
+def add_scoring_arguments(parser: argparse.ArgumentParser, *, cache: Path) -> None:
+    """The options every exact-oracle benchmark takes: methods and their options, RAISE's examples,
+    the model cache (``cache`` by default), where results go, data, seed and threads."""
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=["default"],
+        help="Methods; 'default' = exact and the nine standard estimators, 'all'.",
+    )
+    parser.add_argument(
+        "--option", type=_parse_option, action="append", default=[], metavar="METHOD.KEY=VALUE"
+    )
+    parser.add_argument("--raise-examples", type=int, help="Held-out examples given to RAISE as data=.")
     parser.add_argument("--retrain", action="store_true", help="Ignore cached models.")
-    parser.add_argument("--cache", type=Path, default=ROOT / "runs" / "hard-models")
+    parser.add_argument("--cache", type=Path, default=cache)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument("--data-root", type=Path, help="Where datasets are (else BOLTZLAB_DATA).")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
-    return parser.parse_args(argv)
+
+
+def method_extras(arguments: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """``--option METHOD.KEY=VALUE`` as ``{method: {key: value}}``."""
+    extra: dict[str, dict[str, Any]] = {}
+    for method, key, value in arguments.option:
+        extra.setdefault(method, {})[key] = value
+    return extra
 
 
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
@@ -462,10 +476,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     arguments = parse_arguments(argv)
     torch.set_num_threads(arguments.threads)
     preset = PRESETS[arguments.preset]
-    methods = resolve_methods(arguments.methods)
-    extra: dict[str, dict[str, Any]] = {}
-    for method, key, value in arguments.option:
-        extra.setdefault(method, {})[key] = value
+    methods, extra = resolve_methods(arguments.methods), method_extras(arguments)
     n_examples = arguments.raise_examples or preset.raise_examples
     rows: list[dict[str, Any]] = []
     diagnostics: list[dict[str, Any]] = []

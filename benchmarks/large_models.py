@@ -83,8 +83,9 @@ from hard_models import (
     ALGORITHMS,
     STANDARD_METHODS,
     Algorithm,
-    _parse_option,
+    add_scoring_arguments,
     load_split,
+    method_extras,
     method_options,
     obtain_model,
     resolve_methods,
@@ -297,22 +298,7 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--hidden-sizes", nargs="+", type=int, help="Override its hidden-layer widths.")
     parser.add_argument("--n-updates", type=int, help="Training updates for every algorithm.")
-    parser.add_argument(
-        "--methods",
-        nargs="+",
-        default=["default"],
-        help="Methods; 'default' = exact and the nine standard estimators, 'all'.",
-    )
-    parser.add_argument(
-        "--option", type=_parse_option, action="append", default=[], metavar="METHOD.KEY=VALUE"
-    )
-    parser.add_argument("--raise-examples", type=int, help="Held-out examples given to RAISE as data=.")
-    parser.add_argument("--retrain", action="store_true", help="Ignore cached models.")
-    parser.add_argument("--cache", type=Path, default=ROOT / "runs" / "large-models")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
-    parser.add_argument("--data-root", type=Path, help="Where datasets are (else BOLTZLAB_DATA).")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1)
+    add_scoring_arguments(parser, cache=ROOT / "runs" / "large-models")
     return parser.parse_args(argv)
 
 
@@ -321,10 +307,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     arguments = parse_arguments(argv)
     torch.set_num_threads(arguments.threads)
     preset = PRESETS[arguments.preset]
-    methods = resolve_methods(arguments.methods)
-    extra: dict[str, dict[str, Any]] = {}
-    for method, key, value in arguments.option:
-        extra.setdefault(method, {})[key] = value
+    methods, extra = resolve_methods(arguments.methods), method_extras(arguments)
     n_examples = arguments.raise_examples or preset.raise_examples
     rows: list[dict[str, Any]] = []
     diagnostics: list[dict[str, Any]] = []

@@ -3,11 +3,8 @@ scoring rules (confident miss, coverage, crying wolf) on a hand-made table."""
 
 from __future__ import annotations
 
-import csv
-import importlib.util
 import json
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -15,27 +12,15 @@ from types import ModuleType
 import pytest
 import torch
 
+from benchmark_scripts import load_script, read_csv
+
 # The hard-model benchmark's tiny preset, end to end: the slow tier (make test-all).
 pytestmark = pytest.mark.slow
-
-BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "hard_models.py"
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    """The benchmark script, imported by path (benchmarks/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("hard_models_bench", BENCHMARK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
-
-
-def _read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
-    with path.open(newline="") as file:
-        reader = csv.DictReader(file)
-        return list(reader.fieldnames or []), list(reader)
+    return load_script("hard_models")
 
 
 def test_tiny_preset_runs_and_writes_the_tables(bench: ModuleType, tmp_path: Path) -> None:
@@ -45,7 +30,7 @@ def test_tiny_preset_runs_and_writes_the_tables(bench: ModuleType, tmp_path: Pat
 
     methods = bench.resolve_methods(["default"])
     assert {"exact", "ais", "raise", "rts"} <= set(methods)
-    columns, written = _read_csv(tmp_path / "out" / "hard_models.csv")
+    columns, written = read_csv(tmp_path / "out" / "hard_models.csv")
     assert columns == list(bench.COLUMNS)
     assert len(written) == len(rows) == 2 * len(methods)  # tiny: CD-1 and constant-rate PCD
     assert {row["algorithm"] for row in written} == {"cd1", "pcd-const"}
@@ -58,7 +43,7 @@ def test_tiny_preset_runs_and_writes_the_tables(bench: ModuleType, tmp_path: Pat
     # Tiny 64×6 models are easy: every default-shaped estimate lands within a nat.
     assert max(abs(float(row["error"])) for row in written) < 1.0
 
-    diag_columns, diagnostics = _read_csv(tmp_path / "out" / "hard_models_diagnostics.csv")
+    diag_columns, diagnostics = read_csv(tmp_path / "out" / "hard_models_diagnostics.csv")
     assert diag_columns[:2] == ["model", "method"] and len(diagnostics) == len(written)
     assert "info.ess" in diag_columns  # AIS's effective sample size, flattened from est.info
     assert all(

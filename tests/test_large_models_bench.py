@@ -3,38 +3,23 @@ digits, scored by every default method) and checks of its pooling of real images
 
 from __future__ import annotations
 
-import csv
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import torch
 
+from benchmark_scripts import load_script, read_csv
+
 # The large-model benchmark's tiny preset, end to end: the slow tier (make test-all).
 pytestmark = pytest.mark.slow
-
-BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "large_models.py"
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    """The benchmark script, imported by path (benchmarks/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("large_models_bench", BENCHMARK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
-
-
-def _read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
-    with path.open(newline="") as file:
-        reader = csv.DictReader(file)
-        return list(reader.fieldnames or []), list(reader)
+    return load_script("large_models")
 
 
 def test_tiny_preset_runs_and_writes_the_tables(bench: ModuleType, tmp_path: Path) -> None:
@@ -43,7 +28,7 @@ def test_tiny_preset_runs_and_writes_the_tables(bench: ModuleType, tmp_path: Pat
 
     methods = bench.resolve_methods(["default"])
     assert list(methods) == list(bench.STANDARD_METHODS)
-    columns, written = _read_csv(tmp_path / "out" / "large_models.csv")
+    columns, written = read_csv(tmp_path / "out" / "large_models.csv")
     assert columns == list(bench.COLUMNS)
     assert len(written) == len(rows) == len(methods)  # tiny: one PCD model, every method
     assert {row["method"] for row in written} == set(methods)
@@ -61,7 +46,7 @@ def test_tiny_preset_runs_and_writes_the_tables(bench: ModuleType, tmp_path: Pat
     # A barely trained 16×200 model is easy: every estimate lands within a nat.
     assert max(abs(float(row["error"])) for row in written) < 1.0
 
-    diag_columns, diagnostics = _read_csv(tmp_path / "out" / "large_models_diagnostics.csv")
+    diag_columns, diagnostics = read_csv(tmp_path / "out" / "large_models_diagnostics.csv")
     assert diag_columns[:2] == ["model", "method"] and len(diagnostics) == len(written)
     report = (tmp_path / "out" / "large_models.md").read_text()
     assert report.startswith("Made by `python benchmarks/large_models.py --preset tiny")

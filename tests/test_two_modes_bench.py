@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def load_benchmark():
-    spec = importlib.util.spec_from_file_location("two_modes", ROOT / "benchmarks" / "two_modes.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from benchmark_scripts import load_script
 
 
 def test_tiny_run_reports_every_sampler_against_the_exact_mass(capsys):
-    rows = load_benchmark().main(
+    rows = load_script("two_modes").main(
         ["--chains", "8", "--sweeps", "30", "--tilts", "0.08", "--samplers", "pt", "cast"]
     )
     out = capsys.readouterr().out
