@@ -312,13 +312,16 @@ def run_raise(
         check_finite_log_weights(log_weights.flatten())
         return log_weights
 
+    checked = options.schedule_check and schedule_info.n_temperatures >= SCHEDULE_CHECK_MIN_TEMPERATURES
     # The check's streams are forked before the full run draws, so that neither run's draws,
     # nor the caller's generator afterwards, depend on whether the check runs.
-    check_streams = [(examples, fork(stream, SCHEDULE_CHECK_STREAM)) for examples, stream in streams]
+    check_streams = (
+        [(examples, fork(stream, SCHEDULE_CHECK_STREAM)) for examples, stream in streams] if checked else []
+    )
     log_weights = log_weights_on(schedule_info.betas, streams)
     log_likelihoods, stderrs = _per_example(log_weights)
     check = None
-    if options.schedule_check and schedule_info.n_temperatures >= SCHEDULE_CHECK_MIN_TEMPERATURES:
+    if checked:
         coarse = coarsened(schedule_info.betas, SCHEDULE_CHECK_STRIDE)
         coarse_likelihoods, coarse_stderrs = _per_example(log_weights_on(coarse, check_streams))
         check = ScheduleCheck(
