@@ -80,6 +80,12 @@ class CostCap:
 
     chain_sweeps: int | None
 
+    def holds(self, method: str) -> bool:
+        """Whether :meth:`apply` can cut ``method``'s budget (AIS, RAISE, the tempered methods)."""
+        return self.chain_sweeps is not None and (
+            method in ("ais", "raise") or get_record(method).family == "tempered"
+        )
+
     def apply(
         self, method: str, options: dict[str, Any], *, examples_given: bool
     ) -> tuple[dict[str, Any], str]:

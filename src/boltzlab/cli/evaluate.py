@@ -512,10 +512,10 @@ def evaluate(
     echo(f"data: {prepared.dataset.name}{raise_note}")
     if trajectory is not None:
         echo(f"trajectory: {trajectory}")
-    if cap.chain_sweeps is not None:
+    held = [method for method in chosen if cap.holds(method)]
+    if held:
         echo(
-            f"cost cap: at most {cap.chain_sweeps:,} chain-sweeps for each of AIS, RAISE and the tempered "
-            "methods (--max-cost)"
+            f"cost cap: at most {cap.chain_sweeps:,} chain-sweeps for each of {', '.join(held)} (--max-cost)"
         )
     rows, cuts = _evaluate_methods(
         model,
