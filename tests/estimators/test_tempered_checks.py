@@ -13,6 +13,7 @@ from boltzlab.estimators.tempered.checks import (
     check_pilot_bound,
     check_tempered_groups,
     check_tempered_round_trips,
+    crossing_advice,
     group_standard_error,
     level_imbalance,
     tempered_failures,
@@ -37,6 +38,18 @@ def test_trip_counter_counts_passages_between_the_ends():
     for levels in ([0, 3, 1], [1, 3, 2], [3, 3, 1], [2, 3, 2], [0, 3, 1], [3, 3, 2]):
         counter.update(torch.tensor(levels))
     assert counter.passages.tolist() == [3, 0, 0]
+
+
+def test_crossing_advice_tells_trapped_chains_from_slow_ones():
+    # The 784×500 PCD-1 MNIST RBM's rounds: the run grew 8-fold, the round trips did not.
+    trapped = crossing_advice([1000, 2000, 4000, 8000], [0.25, 0.32, 0.30, 0.32])
+    assert trapped is not None and "trapped" in trapped and "will not help" in trapped and "AIS" in trapped
+    # Round trips that keep pace with the length: a longer run is the answer, and its size.
+    slow = crossing_advice([1000, 2000, 4000], [0.05, 0.1, 0.2])
+    assert slow is not None and "max_sweeps=40000" in slow and "trapped" not in slow
+    assert "no chain crossed" in (crossing_advice([1000], [0.0]) or "")
+    assert crossing_advice([1000, 2000], [0.5, MIN_ROUND_TRIPS]) is None
+    assert crossing_advice([1000], [math.nan]) is None
 
 
 def test_level_imbalance_is_the_stopping_statistic_of_the_long_run():

@@ -23,7 +23,7 @@ for estimators whose own is degenerate.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -51,12 +51,16 @@ __all__ = [
     "check_pilot_bound",
     "check_tempered_groups",
     "check_tempered_round_trips",
+    "crossing_advice",
     "group_standard_error",
     "level_imbalance",
     "pilot_log_z",
     "tempered_failures",
     "tempered_verdict_checks",
 ]
+
+#: Length growth over the rounds beyond which round trips that lag far behind mean trapped chains.
+TRAPPED_MIN_GROWTH = 4
 
 #: An estimator of one tempered method from collected samples (e.g. ``rts_from_samples``).
 Recompute = Callable[[TemperedSamples], LogZEstimate]
@@ -309,10 +313,58 @@ def _budget_notes(samples: TemperedSamples) -> list[str]:
         return []
     chains = budget.rounds[-1].n_chains
     more = f" and {chains} chains" if chains != budget.rounds[0].n_chains else ""
-    return [
+    notes = [
         f"the budget grew over {len(budget.rounds)} rounds to {budget.sweeps_per_chain} sweeps per chain"
         f"{more} and stopped ({budget.stop_reason}) with its checks still failing ({budget.rounds[-1].failures[0]})"
     ]
+    advice = crossing_advice(
+        [r.long_run_sweeps for r in budget.rounds], [r.diagnosis.round_trips for r in budget.rounds]
+    )
+    return notes + ([advice] if advice else [])
+
+
+def crossing_advice(long_run_sweeps: Sequence[int], round_trips: Sequence[float]) -> str | None:
+    """What a user can do when the rounds ended with too few round trips (docs/trust.md).
+
+    Round trips per chain should grow in proportion to a round's length. When the length grew
+    at least :data:`TRAPPED_MIN_GROWTH`-fold and the round trips less than half as fast, chains
+    are held at some levels (trapped in modes at the top of the ladder, as on a 784×500 PCD-1
+    MNIST RBM: 0.25, 0.32, 0.30, 0.32 round trips per chain in rounds of 1,000–8,000 sweeps)
+    and a longer run buys few crossings; otherwise the last round's rate says how many sweeps
+    one round trip per chain needs.
+
+    Parameters
+    ----------
+    long_run_sweeps : sequence of int
+        Long-run sweeps per chain of each round.
+    round_trips : sequence of float
+        Mean round trips per chain in each round's long run (``NaN`` when not recorded).
+
+    Returns
+    -------
+    str or None
+        ``None`` when the last round made enough round trips or none were recorded.
+    """
+    first, last = float(round_trips[0]), float(round_trips[-1])
+    if not math.isfinite(last) or last >= MIN_ROUND_TRIPS:
+        return None
+    growth = long_run_sweeps[-1] / long_run_sweeps[0]
+    pace = last / first if first > 0 else math.inf
+    alternatives = "AIS or RAISE, which do not need chains to cross the ladder, or more chains (max_chains)"
+    if growth >= TRAPPED_MIN_GROWTH and pace < growth / 2:
+        return (
+            f"round trips per chain did not grow with the run ({first:.2f} in {long_run_sweeps[0]} sweeps, "
+            f"{last:.2f} in {long_run_sweeps[-1]}): chains are held at some levels (trapped in modes), so "
+            f"more sweeps will not help; use {alternatives}"
+        )
+    if last <= 0:
+        return f"no chain crossed the ladder in {long_run_sweeps[-1]} sweeps; use {alternatives}"
+    needed = math.ceil(2 * MIN_ROUND_TRIPS * long_run_sweeps[-1] / last)
+    return (
+        f"at the last round's rate ({last:.2f} round trips per chain in {long_run_sweeps[-1]} sweeps) "
+        f"{MIN_ROUND_TRIPS:g} round trip per chain needs a long run of about {needed // 2} sweeps: pass "
+        f"max_sweeps={needed} or more, or use {alternatives}"
+    )
 
 
 def check_neighbour_overlap(neighbour_overlap: torch.Tensor) -> str | None:
