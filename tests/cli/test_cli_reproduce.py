@@ -70,6 +70,26 @@ def test_a_plugin_is_listed_loaded_when_used_and_run(monkeypatch: pytest.MonkeyP
     assert unknown.exit_code == 2 and "goodbye" in unknown.output
 
 
+def test_off_rank_zero_only_a_command_that_splits_its_work_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A rank other than 0 under torchrun: reproductions run whole on rank 0, so this rank skips
+    # them, unless the command says that it splits its repeats over the ranks itself.
+    @click.command("shared")
+    def shared() -> None:
+        click.echo("my share")
+
+    setattr(shared, reproduce_module.SPLITS_ATTRIBUTE, True)
+    monkeypatch.setattr(reproduce_module, "alone_on_rank_zero", lambda: False)
+    monkeypatch.setattr(
+        reproduce_module,
+        "discover",
+        lambda: {"hello": FakeEntryPoint(hello), "shared": FakeEntryPoint(shared)},
+    )
+    skipped = invoke("hello")
+    assert skipped.exit_code == 0 and skipped.output == ""
+    ran = invoke("shared")
+    assert ran.exit_code == 0 and ran.output == "my share\n"
+
+
 def test_an_entry_point_that_is_not_a_command_is_one_error_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reproduce_module, "discover", lambda: {"broken": FakeEntryPoint(print)})
     result = invoke("broken")

@@ -21,9 +21,12 @@ import click
 from boltzlab.cli.common import alone_on_rank_zero
 from boltzlab.errors import BoltzlabError
 
-__all__ = ["INSTALL_HINT", "NotInstalledError", "ReproduceGroup", "discover", "reproduce"]
+__all__ = ["INSTALL_HINT", "SPLITS_ATTRIBUTE", "NotInstalledError", "ReproduceGroup", "discover", "reproduce"]
 
 _ENTRY_POINT_GROUP = "boltzlab.reproduce"
+#: A reproduction whose click command has this attribute set true splits its own work over
+#: torchrun's processes; every other one runs whole on rank 0 (docs/architecture.md).
+SPLITS_ATTRIBUTE = "splits_over_ranks"
 INSTALL_HINT = (
     "the paper reproductions are not installed; from a checkout run "
     "'pip install -e experiments' (or 'make install')"
@@ -85,6 +88,11 @@ checkout: 'pip install -e experiments' (or 'make install') installs them.""",
 )
 def reproduce() -> None:
     """Re-run a paper's demonstration or study and write its figures, tables and summary."""
+    context = click.get_current_context()
+    name, group = context.invoked_subcommand, context.command
+    command = group.get_command(context, name) if name and isinstance(group, click.Group) else None
+    if getattr(command, SPLITS_ATTRIBUTE, False):
+        return  # it splits its repeats over the ranks itself and lets rank 0 write
     if not alone_on_rank_zero():
         # Under torchrun rank 0 runs the study whole, alone; the others skip the subcommand.
-        click.get_current_context().exit(0)
+        context.exit(0)
