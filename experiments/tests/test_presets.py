@@ -67,8 +67,8 @@ def test_missing_presets_and_sections_are_refused() -> None:
     from boltzlab_experiments.accuracy.models import TrainingConfig
 
     package = "boltzlab_experiments.accuracy"
-    assert available_presets(package) == ("full", "scaled", "tiny")
-    with pytest.raises(ValidationError, match=r"no preset 'huge'.*full, scaled, tiny"):
+    assert available_presets(package) == ("full", "paper", "scaled", "tiny")
+    with pytest.raises(ValidationError, match=r"no preset 'huge'.*full, paper, scaled, tiny"):
         load_preset(TrainingConfig, package, "huge", section="training")
     with pytest.raises(ValidationError, match=r"no \[nothing\] table"):
         load_preset(TrainingConfig, package, "tiny", section="nothing")

@@ -7,7 +7,11 @@ errors: decisive differences give "confirmed" or "contradicted", differences wit
 standard errors "inconclusive"; a trained benchmark model carries its exact log Z and is
 recognised from its saved metadata only when made with the same settings; and the three
 benchmarks run on tiny configurations with the shapes, costs and schedules they promise, and
-RTS within 4 of its own standard errors of the exact log Z.
+RTS within 4 of its own standard errors of the exact log Z. Against a reference log Z the
+coverage counts the reference's standard error in quadrature. The RTS-paper benchmarks run any
+subset of their repeats (a process's share under torchrun), and merging the shares gives the
+single run's table exactly; their adaptive ladders (the ``paper`` preset's) run, the pilot
+counted in the cost.
 """
 
 from __future__ import annotations
@@ -26,12 +30,14 @@ from boltzlab_experiments.accuracy.estimators_vs_k import (
     EstimatorsVsKConfig,
     EstimatorsVsKResult,
     estimators_vs_k_finding,
+    merge_estimators_vs_k,
     run_estimators_vs_k,
 )
 from boltzlab_experiments.accuracy.models import TrainingConfig, benchmark_model_from, train_benchmark_model
 from boltzlab_experiments.accuracy.rts_vs_ais import (
     RTSvsAISConfig,
     RTSvsAISResult,
+    merge_rts_vs_ais,
     rts_vs_ais_finding,
     run_rts_vs_ais,
 )
@@ -81,6 +87,21 @@ def test_estimate_table_statistics_match_their_definitions() -> None:
     assert torch.allclose(table.bias_stderr(), errors.std(2) / 2.0)
     assert torch.allclose(table.coverage(), torch.tensor([[0.75]], dtype=torch.float64))
     assert math.isnan(float(_table(errors[:, :, :1], (100,), ("ais",)).rmse_stderr()))
+
+
+def test_coverage_against_a_reference_counts_both_errors() -> None:
+    # Errors of 0.25 with s.e. 0.1: outside 2 s.e. of an exact value, inside 2·√(0.1² + 0.1²) = 0.28
+    # of a reference whose own s.e. is 0.1.
+    errors = torch.tensor([[[0.25, -0.25, 0.05]]], dtype=torch.float64)
+    exact = _table(errors, (100,), ("ais",))
+    reference = replace(exact, reference_stderr=0.1)
+    assert exact.is_exact and not reference.is_exact
+    assert torch.allclose(exact.coverage(), torch.tensor([[1 / 3]], dtype=torch.float64))
+    assert torch.allclose(reference.coverage(), torch.tensor([[1.0]], dtype=torch.float64))
+    # The bias and RMSE are still taken from the reference's value.
+    assert torch.equal(reference.rmse(), exact.rmse()) and torch.equal(reference.bias(), exact.bias())
+    assert reference.reference_label() == "reference log Z = 10.000 ± 0.100"
+    assert exact.reference_label() == "exact log Z = 10.000"
 
 
 def _rts_vs_ais(rts_scale: float, ais_scale: float) -> RTSvsAISResult:
@@ -207,6 +228,62 @@ def test_estimators_vs_k_tiny_run(benchmark) -> None:
     # All five read the same samples, so they report the same cost.
     assert (table.cost_sweeps == table.cost_sweeps[:1]).all()
     assert ((result.stopped >= 0) & (result.stopped <= 1)).all()
+
+
+@pytest.mark.slow
+def test_shares_of_the_repeats_merge_into_the_single_run(benchmark, data: torch.Tensor) -> None:
+    # What torchrun's processes do: each runs some repeats; the merged table is the single run's.
+    config = replace(RTSvsAISConfig.tiny(), n_repeats=4)
+    whole = run_rts_vs_ais(config, benchmark, data[100:], seed=3)
+    shares = [
+        run_rts_vs_ais(config, benchmark, data[100:], seed=3, repeats=held) for held in ((0, 2), (1, 3))
+    ]
+    assert shares[0].repeats == (0, 2) and torch.isnan(shares[0].table.log_z[:, :, [1, 3]]).all()
+    merged = merge_rts_vs_ais(shares)
+    assert merged.repeats is None
+    for name in ("log_z", "stderr", "cost_sweeps"):
+        assert torch.equal(getattr(merged.table, name), getattr(whole.table, name)), name
+
+    k_config = replace(EstimatorsVsKConfig.tiny(), n_repeats=4)
+    k_whole = run_estimators_vs_k(k_config, benchmark, seed=4)
+    k_shares = [run_estimators_vs_k(k_config, benchmark, seed=4, repeats=held) for held in ((0, 2), (1, 3))]
+    k_merged = merge_estimators_vs_k(k_shares)
+    for name in ("log_z", "stderr", "cost_sweeps"):
+        assert torch.equal(getattr(k_merged.table, name), getattr(k_whole.table, name)), name
+    assert torch.allclose(k_merged.stopped, k_whole.stopped)
+
+    with pytest.raises(ValidationError, match="each of the 4 repeats once"):
+        merge_rts_vs_ais(shares[:1])
+    with pytest.raises(ValidationError, match="distinct indices below 4"):
+        run_rts_vs_ais(config, benchmark, data[100:], seed=3, repeats=(0, 4))
+
+
+def test_paper_preset_takes_the_adaptive_ladders() -> None:
+    rts = RTSvsAISConfig.paper()
+    assert rts.budgets == (300, 1000, 3000, 10_000) and rts.n_repeats == 20 and rts.rts_levels == 100
+    assert (rts.n_chains, rts.raise_examples, rts.raise_chains, rts.rts_ladder) == (100, 10, 10, "adaptive")
+    k = EstimatorsVsKConfig.paper()
+    assert k.levels == (10, 30, 100, 300) and (k.n_chains, k.n_sweeps, k.n_repeats) == (100, 3000, 10)
+    assert k.ladder == "adaptive"
+    assert RTSvsAISConfig.scaled().rts_ladder == "linear" and EstimatorsVsKConfig.scaled().ladder == "linear"
+    with pytest.raises(ValidationError, match="rts_ladder must be one of"):
+        replace(rts, rts_ladder="geometric")
+
+
+@pytest.mark.slow
+def test_adaptive_ladders_run_and_count_their_pilot(benchmark, data: torch.Tensor) -> None:
+    config = replace(RTSvsAISConfig.tiny(), rts_ladder="adaptive")
+    table = run_rts_vs_ais(config, benchmark, data[100:], seed=3).table
+    rts = table.index("rts")
+    z = (table.log_z[rts] - table.exact_log_z) / table.stderr[rts]
+    assert (z.abs() < 4.0).all(), z
+    k_config = replace(EstimatorsVsKConfig.tiny(), ladder="adaptive", pilot_temperatures=20)
+    k_table = run_estimators_vs_k(k_config, benchmark, seed=4).table
+    assert torch.isfinite(k_table.log_z).all()
+    # The pilot's n_chains × (pilot_temperatures − 1) sweeps come on top of the long run.
+    assert (
+        k_table.cost_sweeps >= k_config.n_chains * (k_config.n_sweeps + k_config.pilot_temperatures - 1)
+    ).all()
 
 
 def test_varopt_tiny_run(benchmark) -> None:

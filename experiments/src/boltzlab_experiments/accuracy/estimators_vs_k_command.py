@@ -1,9 +1,10 @@
 """``boltzlab reproduce estimators-vs-k``: RTS, TS, TI, TI-RB and MBAR against K (Carlson et al. 2016, Fig. 4).
 
 The computation is :func:`boltzlab_experiments.accuracy.estimators_vs_k.run_estimators_vs_k`;
-this module trains or loads the cached model, shows progress, writes ``estimators-vs-k.png``,
-``estimators-vs-k.csv`` (every estimate), ``estimators-vs-k-statistics.csv``,
-``estimators-vs-k.md`` and ``summary.md``.
+this module trains or loads the cached model (or reads ``--model-file`` with its reference
+``log Z``), shows progress, splits the repeats over the processes of a process group and merges
+them, and on rank 0 writes ``estimators-vs-k.png``, ``estimators-vs-k.csv`` (every estimate),
+``estimators-vs-k-statistics.csv``, ``estimators-vs-k.md`` and ``summary.md``.
 """
 
 from __future__ import annotations
@@ -14,19 +15,27 @@ from pathlib import Path
 import click
 
 from boltzlab import data as datasets
+from boltzlab import distributed
 from boltzlab.cli.common import command_options, format_table
+from boltzlab.cli.reproduce import SPLITS_ATTRIBUTE
 from boltzlab.plotting import save_figure
 from boltzlab_experiments.accuracy.command_options import (
     announce,
     benchmark_options,
+    check_model_file_options,
     configure,
     finish,
+    gather_shares,
     load_models,
     model_option,
+    paper_options,
+    share_of_repeats,
+    supplied_model,
 )
 from boltzlab_experiments.accuracy.estimators_vs_k import (
     EstimatorsVsKConfig,
     estimators_vs_k_finding,
+    merge_estimators_vs_k,
     run_estimators_vs_k,
 )
 from boltzlab_experiments.accuracy.plots import estimators_vs_k_figure
@@ -34,10 +43,11 @@ from boltzlab_experiments.accuracy.report import (
     METHOD_LABELS,
     estimate_rows,
     long_markdown,
+    model_line,
+    reference_note,
     statistics_rows,
     summary_markdown,
     training_label,
-    training_line,
     wide_markdown,
 )
 from boltzlab_experiments.cli import progress_bar
@@ -52,10 +62,18 @@ __all__ = ["estimators_vs_k"]
     epilog="""\b
 Example:
   boltzlab reproduce estimators-vs-k --out results/estimators-vs-k --data-root /path/to/data
-  boltzlab reproduce estimators-vs-k --model-dir results/models --out results/k --seed 1""",
+  boltzlab reproduce estimators-vs-k --model-dir results/models --out results/k --seed 1
+  boltzlab reproduce estimators-vs-k --preset paper --model-file runs/rbm500/model.safetensors \\
+      --reference-log-z 599.4157 --reference-stderr 0.0705 --reference-source "long AIS runs" \\
+      --out results/estimators-vs-k-paper
+
+\b
+Repeats split over processes (the same numbers as one process):
+  torchrun --nproc-per-node 4 --no-python boltzlab reproduce estimators-vs-k --preset paper ...""",
 )
 @benchmark_options("estimators-vs-k")
 @model_option
+@paper_options
 @command_options
 def estimators_vs_k(
     out: Path,
@@ -66,27 +84,59 @@ def estimators_vs_k(
     data_root: Path | None,
     model_dir: Path | None,
     model_name: str | None,
+    preset: str | None,
+    model_file: Path | None,
+    reference_log_z: float | None,
+    reference_stderr: float | None,
+    reference_source: str | None,
 ) -> None:
     """Carlson et al. (2016), Fig. 4: RMSE of RTS, TS, TI, TI-RB and MBAR against the number of temperatures.
 
     For each K, independent runs of RTS's tempered sampler (100 chains, a fixed number of
-    long-run sweeps); all five estimators read the same samples. Writes estimators-vs-k.png,
-    estimators-vs-k.csv (every estimate), estimators-vs-k-statistics.csv, estimators-vs-k.md and
-    summary.md. The scaled default takes under ten minutes on one core.
+    long-run sweeps); all five estimators read the same samples. Against the exact log Z of a
+    784×20 RBM, or with --model-file against a reference log Z and its standard error. Writes
+    estimators-vs-k.png, estimators-vs-k.csv (every estimate), estimators-vs-k-statistics.csv,
+    estimators-vs-k.md and summary.md. The scaled default takes under ten minutes on one core.
+    Under torchrun (``torchrun --no-python boltzlab reproduce ...``) the processes share
+    the repeats; rank 0 writes.
     """
-    config: EstimatorsVsKConfig = configure(EstimatorsVsKConfig, full=full, tiny=tiny, model_name=model_name)
-    loaded = datasets.load(dataset, root=data_root)
-    announce("estimators-vs-k", config, out)
-    (benchmark,), written, train_seconds = load_models(
-        [config.model], config.training, loaded, dataset, model_dir or out / "models"
+    check_model_file_options(
+        model_file,
+        reference_log_z,
+        reference_stderr,
+        reference_source,
+        model_name=model_name,
+        model_dir=model_dir,
     )
+    config: EstimatorsVsKConfig = configure(
+        EstimatorsVsKConfig, full=full, tiny=tiny, model_name=model_name, preset=preset
+    )
+    loaded = datasets.load(dataset, root=data_root)
+    repeats = share_of_repeats(config.n_repeats)
+    announce("estimators-vs-k", config, out, split_repeats=repeats is not None)
+    if model_file is None:
+        (benchmark,), written, train_seconds = load_models(
+            [config.model], config.training, loaded, dataset, model_dir or out / "models"
+        )
+    else:
+        assert reference_log_z is not None and reference_stderr is not None  # checked above
+        benchmark = supplied_model(
+            model_file,
+            reference_log_z=reference_log_z,
+            reference_stderr=reference_stderr,
+            reference_source=reference_source,
+            n_visible=loaded.train.shape[1],
+        )
+        written, train_seconds = [], 0.0
     started = time.perf_counter()
     with progress_bar("estimators-vs-k", unit="step") as progress:
-        result = run_estimators_vs_k(config, benchmark, seed=seed, progress=progress)
-    timings = {
-        training_label(written): train_seconds,
-        "sampling and estimates": time.perf_counter() - started,
-    }
+        share = run_estimators_vs_k(config, benchmark, seed=seed, repeats=repeats, progress=progress)
+    result = gather_shares(share, merge_estimators_vs_k)
+    if not distributed.topology().is_main:
+        return  # rank 0 writes and prints
+    timings = {"sampling and estimates": time.perf_counter() - started}
+    if model_file is None:
+        timings = {training_label(written): train_seconds, **timings}
     finding = estimators_vs_k_finding(result)
     table = result.table
     written += [
@@ -110,16 +160,33 @@ def estimators_vs_k(
     stopped = ", ".join(
         f"K = {k}: {float(s):.0%}" for k, s in zip(table.settings, result.stopped.tolist(), strict=True)
     )
+    if config.ladder == "linear":
+        ladder = "the sampler's default linear ladder from Ẑ = 1 (the paper's)"
+    else:
+        ladder = (
+            f"the library's adaptive ladder (equal thermodynamic length, placed by a pilot annealing run of "
+            f"{config.n_chains} chains × {config.pilot_temperatures:,} temperatures that also gives the starting "
+            "log Ẑ; its sweeps count in every method's cost)"
+        )
     settings = [
-        f"- configuration `{config.label}`, estimator seed {seed}",
-        training_line(config.training, [benchmark], dataset),
-        f"- per K and repeat: one run of RTS's tempered sampler, {config.n_chains} chains, linear ladder, uniform "
+        f"- configuration `{config.label}`, estimator seed {seed}"
+        + (
+            f"; the {config.n_repeats} repeats split over {distributed.topology().world_size} processes "
+            "(each repeat from its own seed: the same numbers as one process)"
+            if repeats is not None
+            else ""
+        ),
+        model_line(config.training, benchmark, dataset, model_file),
+        f"- per K and repeat: one run of RTS's tempered sampler, {config.n_chains} chains, {ladder}, uniform "
         f"prior, up to 10 × 50 initial sweeps then {config.n_sweeps:,} long-run sweeps; RTS, TS (level counts), "
         "TI (trapezoid, binned by drawn level), TI-RB (q-weighted) and MBAR (pymbar, samples thinned to at most "
         f"{config.max_log_densities:,} log-densities) from the same samples; {table.n_repeats} repeats",
         "- the paper bootstrapped 200 estimates (20 for MBAR) from one 3-million-sample run; we repeat "
-        "independent runs and compare with the exact log Z",
+        f"independent runs and compare with the {table.reference_label(4)}"
+        + ("" if table.is_exact else f" ({benchmark.reference_source})"),
     ]
+    if not table.is_exact:
+        settings.append(reference_note(table))
     summary = summary_markdown(
         f"Estimators against the number of temperatures ({config.label})",
         "Carlson et al. (2016, Fig. 4) find RTS's RMSE nearly flat in K once K is large enough to mix, TI "
@@ -127,7 +194,7 @@ def estimators_vs_k(
         settings,
         finding,
         [
-            ("RMSE (nats) against the exact log Z", rmse_table),
+            (f"RMSE (nats) against the {table.reference_word} log Z", rmse_table),
             ("Bias (nats)", bias_table),
             ("Details", detail),
             (
@@ -149,3 +216,7 @@ def estimators_vs_k(
         )
     )
     finish(out, summary, finding, written, timings)
+
+
+# Every process runs its share of the repeats, so `boltzlab reproduce` keeps torchrun's group.
+setattr(estimators_vs_k, SPLITS_ATTRIBUTE, True)

@@ -8,6 +8,10 @@ mode no tempered chain started near the data finds — and AIS and RTS then miss
 nats (as measured while writing this module); that is a property of under-trained models, not
 of the estimators being compared. A saved model records how it was made
 (:func:`training_metadata`), so that :func:`benchmark_model_from` recognises a cached copy.
+
+The RTS-paper benchmarks also run on an RBM the user supplies (the papers' 784×500), whose
+``log Z`` cannot be enumerated: :func:`supplied_benchmark_model` scores it against a reference
+``log Z`` with its standard error (from long AIS runs, say), given by the user.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ __all__ = [
     "ModelSpec",
     "TrainingConfig",
     "benchmark_model_from",
+    "supplied_benchmark_model",
     "train_benchmark_model",
     "training_metadata",
 ]
@@ -105,7 +110,22 @@ class TrainingConfig:
 
 @dataclass(frozen=True)
 class BenchmarkModel:
-    """A trained benchmark RBM with its exact ``log Z`` (nats) and what it cost."""
+    """A benchmark RBM with the ``log Z`` its estimates are scored against, and what it cost.
+
+    Attributes
+    ----------
+    name, label : str
+    model : RBM
+    exact_log_z : float
+        Nats: exact (enumerated) for a trained benchmark model, the reference's value for a
+        supplied one (``reference_stderr`` given).
+    train_seconds, exact_seconds : float
+        Training and enumeration time (0 for a supplied model).
+    reference_stderr : float, optional
+        ``None`` when ``exact_log_z`` is exact; else the reference's standard error, nats.
+    reference_source : str
+        Where the reference comes from, in words, for the reports ("" when exact).
+    """
 
     name: str
     label: str
@@ -113,6 +133,13 @@ class BenchmarkModel:
     exact_log_z: float
     train_seconds: float
     exact_seconds: float
+    reference_stderr: float | None = None
+    reference_source: str = ""
+
+    @property
+    def is_exact(self) -> bool:
+        """Whether :attr:`exact_log_z` is exact (not a reference)."""
+        return self.reference_stderr is None
 
 
 def training_metadata(name: str, training: TrainingConfig, *, dataset: str, seed: int) -> dict[str, Any]:
@@ -206,4 +233,48 @@ def benchmark_model_from(
         float(recorded["exact_log_z"]),
         float(recorded.get("train_seconds", math.nan)),
         float(recorded.get("exact_seconds", math.nan)),
+    )
+
+
+def supplied_benchmark_model(
+    model: Any,
+    name: str,
+    *,
+    reference_log_z: float,
+    reference_stderr: float,
+    reference_source: str,
+) -> BenchmarkModel:
+    """A user's saved RBM as a :class:`BenchmarkModel` scored against a reference ``log Z``.
+
+    Parameters
+    ----------
+    model : RBM
+        As loaded by :func:`boltzlab.io.load_model`; any other kind is refused.
+    name : str
+        Short name for the reports (the file's name); the label is the layer sizes, "784×500".
+    reference_log_z, reference_stderr : float
+        The reference ``log Z`` and its standard error, nats (finite; the error ``≥ 0``).
+    reference_source : str
+        Where the reference comes from, in words (e.g. "long AIS runs").
+    """
+    if not isinstance(model, RBM):
+        raise ValidationError(
+            f"the RTS-paper benchmarks need a binary RBM, got a {type(model).__name__} from {name}"
+        )
+    if not math.isfinite(reference_log_z):
+        raise ValidationError(f"the reference log Z must be finite, got {reference_log_z}")
+    if not (math.isfinite(reference_stderr) and reference_stderr >= 0):
+        raise ValidationError(
+            f"the reference's standard error must be finite and ≥ 0, got {reference_stderr}"
+        )
+    label = f"{model.n_visible}×{model.n_hidden}"
+    return BenchmarkModel(
+        name,
+        label,
+        model,
+        float(reference_log_z),
+        0.0,
+        0.0,
+        reference_stderr=float(reference_stderr),
+        reference_source=reference_source,
     )
