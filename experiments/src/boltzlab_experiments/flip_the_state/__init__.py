@@ -14,7 +14,10 @@ pure function of a configuration, data and a generator (or seed) that returns a 
 * :func:`~boltzlab_experiments.flip_the_state.mixing.run_mixing` — integrated
   autocorrelation time of the energy for Gibbs and flip on MNIST-trained RBMs;
 * :func:`~boltzlab_experiments.flip_the_state.modes.run_mode_hopping` — class changes of
-  chains on Artificial Modes.
+  chains on Artificial Modes;
+* :func:`~boltzlab_experiments.flip_the_state.model_files.run_model_file_mixing` — the
+  mixing part's τ on RBMs the user supplies as model files (``--model-file``), with the
+  chains shared by torchrun's ranks.
 
 :func:`~boltzlab_experiments.flip_the_state.findings.findings` turns the results into
 verdicts keyed off the numbers; the sizes are TOML presets (``presets/``).
@@ -22,7 +25,7 @@ verdicts keyed off the numbers; the sizes are TOML presets (``presets/``).
 
 from boltzlab_experiments.findings import Finding
 from boltzlab_experiments.flip_the_state.config import DatasetSpec, FlipTheStateConfig, LearningSetup
-from boltzlab_experiments.flip_the_state.findings import PAPER_TAU_GAIN, findings
+from boltzlab_experiments.flip_the_state.findings import PAPER_TAU_GAIN, findings, paper_gain_finding
 from boltzlab_experiments.flip_the_state.learning import (
     LearningResult,
     LearningRun,
@@ -31,6 +34,7 @@ from boltzlab_experiments.flip_the_state.learning import (
     wilcoxon_table,
 )
 from boltzlab_experiments.flip_the_state.mixing import MixingResult, run_mixing
+from boltzlab_experiments.flip_the_state.model_files import ModelFileMixingConfig, run_model_file_mixing
 from boltzlab_experiments.flip_the_state.modes import ModeHoppingResult, run_mode_hopping
 from boltzlab_experiments.flip_the_state.slem import SlemStudyResult, run_slem, slem_study
 
@@ -44,12 +48,15 @@ __all__ = [
     "LearningSetup",
     "MixingResult",
     "ModeHoppingResult",
+    "ModelFileMixingConfig",
     "SlemStudyResult",
     "WilcoxonRow",
     "findings",
+    "paper_gain_finding",
     "run_learning",
     "run_mixing",
     "run_mode_hopping",
+    "run_model_file_mixing",
     "run_slem",
     "slem_study",
     "wilcoxon_table",

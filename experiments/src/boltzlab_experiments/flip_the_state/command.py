@@ -4,16 +4,21 @@ Brügge, Fischer & Igel (2013); docs/algorithms.md §2.2: SLEM fractions, learni
 Wilcoxon test, autocorrelation times and class changes, and a ``summary.md`` that says whether
 flip beat Gibbs where the paper says it does. The computations are the pure functions of
 :mod:`boltzlab_experiments.flip_the_state`; this module loads data, shows progress, writes
-the files (:mod:`~boltzlab_experiments.flip_the_state.report`) and prints.
+the files (:mod:`~boltzlab_experiments.flip_the_state.report`) and prints. With ``--model-file``
+it measures only τ of flip against Gibbs on the given RBMs
+(:mod:`~boltzlab_experiments.flip_the_state.tau_command`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from boltzlab import data as datasets
 from boltzlab.cli.common import command_options, format_seconds, format_table, report_written
@@ -34,9 +39,14 @@ from boltzlab_experiments.flip_the_state.report import (
 )
 from boltzlab_experiments.flip_the_state.slem import run_slem
 from boltzlab_experiments.flip_the_state.summary import summary_markdown
+from boltzlab_experiments.flip_the_state.tau_command import (
+    model_file_config,
+    model_file_options,
+    run_model_files,
+)
 from boltzlab_experiments.tables import write_text
 
-__all__ = ["PARTS", "flip_the_state", "load_datasets", "parse_parts"]
+__all__ = ["PARTS", "flip_the_state", "load_datasets", "parse_parts", "sized_mixing"]
 
 PARTS = ("slem", "learning", "mixing")
 
@@ -63,12 +73,35 @@ def load_datasets(
     return loaded, skipped
 
 
+def sized_mixing(config: FlipTheStateConfig, **options: Any) -> FlipTheStateConfig:
+    """``config`` with the mixing part's chains, steps, burn-in and lags replaced by the options given."""
+    fields = {
+        "chains": "mixing_chains",
+        "steps": "mixing_steps",
+        "burn_in": "mixing_burn_in",
+        "max_lag": "mixing_max_lag",
+    }
+    given = {field: options[name] for name, field in fields.items() if options.get(name) is not None}
+    return dataclasses.replace(config, **given)
+
+
+def _model_files_only(parts_given: bool, parts: str, full: bool, tiny: bool) -> None:
+    """Refuse the options that size the study's own parts when τ is measured on model files."""
+    if full or tiny:
+        raise ValidationError(
+            "--full and --tiny size the study's own RBMs; with --model-file give --chains, --steps"
+        )
+    if parts_given and parse_parts(parts) != ("mixing",):
+        raise ValidationError(f"--model-file measures τ only (--parts mixing), got --parts {parts!r}")
+
+
 @click.command(
     "flip-the-state",
     epilog="""\b
 Example:
   boltzlab reproduce flip-the-state --out results/flip --data-root /path/to/data
-  boltzlab reproduce flip-the-state --parts slem,mixing --seed 3 --out results/flip-3""",
+  boltzlab reproduce flip-the-state --parts slem,mixing --seed 3 --out results/flip-3
+  boltzlab reproduce flip-the-state --parts mixing --model-file runs/a/model.safetensors --out results/tau""",
 )
 @click.option(
     "--out",
@@ -92,8 +125,11 @@ Example:
     show_default=True,
     help="Comma-separated parts to run: slem, learning, mixing.",
 )
+@model_file_options
 @command_options
-def flip_the_state(out: Path, full: bool, tiny: bool, seed: int, data_root: Path | None, parts: str) -> None:
+def flip_the_state(
+    out: Path, full: bool, tiny: bool, seed: int, data_root: Path | None, parts: str, **options: Any
+) -> None:
     """Brügge et al. (2013) again: does flip-the-state beat Gibbs where the paper says it does?
 
     \b
@@ -102,9 +138,28 @@ def flip_the_state(out: Path, full: bool, tiny: bool, seed: int, data_root: Path
       learning  exact log-likelihood curves of CD, PCD and PT with Gibbs and flip; Wilcoxon test
       mixing    autocorrelation time of the energy on MNIST RBMs; class changes on Artificial Modes
     Writes slem.png/.csv, learning-*.png/.csv, wilcoxon.csv/.md, mixing.csv/.md/.png,
-    modes.csv/.md and summary.md. The scaled default takes a few minutes on two cores.
+    mixing-acf.csv, modes.csv/.md and summary.md. The scaled default takes a few minutes on two
+    cores; --chains, --steps, --burn-in and --max-lag resize the mixing part's chains.
+
+    \b
+    With --model-file PATH (repeatable) only τ of flip against Gibbs is measured, on the given
+    RBMs (default 100 chains × 50,000 sweeps after 5,000: 10–12 minutes per 784×500 model at
+    one thread); mixing.*, mixing-acf.csv and summary.md say whether the paper's 17.28 % held.
+    To share the chains among processes, run it under torchrun as
+    'torchrun --nproc-per-node N -m boltzlab_experiments.flip_the_state.tau_command ...'.
     """
-    config = choose_preset(FlipTheStateConfig, full, tiny)
+    if options["model_files"]:
+        source = click.get_current_context().get_parameter_source("parts")
+        _model_files_only(source is not ParameterSource.DEFAULT, parts, full, tiny)
+        default_to_one_thread()
+        run_model_files(
+            out, options["model_files"], model_file_config(**options), seed=seed, data_root=data_root
+        )
+        return
+    for name in ("blocks", "init"):
+        if options[name] is not None:
+            raise ValidationError(f"--{name} applies with --model-file only")
+    config = sized_mixing(choose_preset(FlipTheStateConfig, full, tiny), **options)
     chosen = parse_parts(parts)
     default_to_one_thread(full=full)
     loaded, skipped = load_datasets(config, chosen, data_root, seed)

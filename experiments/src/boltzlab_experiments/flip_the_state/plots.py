@@ -126,7 +126,8 @@ def mixing_figure(result: MixingResult, *, max_models: int = 4) -> Figure:
             ax.plot(np.arange(shown.size), shown, linewidth=1.3, label=f"{operator} ({taus})")
         ax.axhline(0.0, color="0.5", linewidth=0.8)
         ax.set_xlabel("lag (sweeps)")
-        ax.set_title(f"model {model}, mean |W| {float(result.weight_scale[model]):.2f}", fontsize="medium")
+        name = result.model_name(model) if result.model_names else f"model {model}"
+        ax.set_title(f"{name}, mean |W| {float(result.weight_scale[model]):.2f}", fontsize="medium")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
     axes[0].set_ylabel("autocorrelation of the energy")

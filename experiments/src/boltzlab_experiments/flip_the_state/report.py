@@ -150,15 +150,17 @@ def learning_files(out: Path, result: LearningResult) -> list[Path]:
 
 
 def mixing_markdown(result: MixingResult) -> str:
-    """τ of the energy per model and estimator, flip against Gibbs, and the gain."""
+    """τ of the energy per model and estimator (± standard error), flip against Gibbs, the gain
+    (± its delta-method error) and the fraction of units each operator changed per sweep."""
     gibbs, flip = result.operators.index("gibbs"), result.operators.index("flip")
     header = ["model", "mean abs W"]
     for method in result.methods:
         header += [f"τ Gibbs ({method})", f"τ flip ({method})", f"gain ({method})"]
+    header.append("units changed per sweep, Gibbs / flip")
     gains = {method: result.gain(method) for method in result.methods}
     body = []
     for model in range(result.tau.shape[0]):
-        row = [str(model), f"{float(result.weight_scale[model]):.3f}"]
+        row = [result.model_name(model), f"{float(result.weight_scale[model]):.3f}"]
         for index, method in enumerate(result.methods):
             tau, stderr = result.tau[model, :, index], result.tau_stderr[model, :, index]
             rough = ["" if bool(result.reliable[model, op, index]) else "*" for op in (gibbs, flip)]
@@ -168,6 +170,9 @@ def mixing_markdown(result: MixingResult) -> str:
                 f"{float(tau[flip]):.3g} ± {float(stderr[flip]):.2g}{rough[1]}",
                 f"{float(gain):+.1%} ± {float(gain_stderr):.1%}",
             ]
+        row.append(
+            f"{float(result.flip_rate[model, gibbs]):.1%} / {float(result.flip_rate[model, flip]):.1%}"
+        )
         body.append(row)
     note = "\n\n\\* shorter than 50 τ: a rough estimate." if not bool(result.reliable.all()) else ""
     return markdown_table(header, body) + note
@@ -200,14 +205,16 @@ def modes_markdown(result: ModeHoppingResult) -> str:
 
 
 def mixing_files(out: Path, mixing: MixingResult | None, modes: ModeHoppingResult | None) -> list[Path]:
-    """``mixing.csv/.md/.png`` and ``modes.csv/.md`` for the parts that ran."""
+    """``mixing.csv/.md/.png``, ``mixing-acf.csv`` (the autocorrelation functions) and
+    ``modes.csv/.md`` for the parts that ran."""
     written = []
     if mixing is not None:
-        rows = []
+        rows, lags = [], []
         for model in range(mixing.tau.shape[0]):
+            name = mixing.model_name(model)
             for op_index, operator in enumerate(mixing.operators):
                 row = [
-                    model,
+                    name,
                     operator,
                     f"{float(mixing.weight_scale[model]):.6g}",
                     f"{float(mixing.flip_rate[model, op_index]):.6g}",
@@ -218,12 +225,22 @@ def mixing_files(out: Path, mixing: MixingResult | None, modes: ModeHoppingResul
                         f"{float(mixing.tau_stderr[model, op_index, m]):.6g}",
                         bool(mixing.reliable[model, op_index, m]),
                     ]
+                seconds = mixing.seconds
+                row.append("" if seconds is None else f"{float(seconds[model, op_index]):.4g}")
                 rows.append(row)
+                acf = mixing.autocorrelation[model, op_index]
+                lags += [
+                    [name, operator, lag, f"{value:.8g}"]
+                    for lag, value in enumerate(acf.tolist())
+                    if math.isfinite(value)
+                ]
         header = ["model", "operator", "mean_abs_weight", "flip_rate"]
         for method in mixing.methods:
             header += [f"tau_{method}", f"tau_{method}_stderr", f"{method}_reliable"]
+        header.append("seconds")
         written += [
             write_csv(out / "mixing.csv", header, rows),
+            write_csv(out / "mixing-acf.csv", ["model", "operator", "lag", "autocorrelation"], lags),
             write_text(out / "mixing.md", mixing_markdown(mixing) + "\n"),
             save_figure(mixing_figure(mixing), out / "mixing.png"),
         ]

@@ -1,4 +1,8 @@
-"""``summary.md`` of the flip-the-state study: what was measured, the verdicts, tables and times."""
+"""``summary.md`` of the flip-the-state study: what was measured, the verdicts, tables and times.
+
+:func:`summary_markdown` is the study's; :func:`model_files_summary_markdown` the one of τ
+measured on model files the user supplies.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +15,15 @@ from boltzlab.cli.common import format_seconds
 from boltzlab_experiments.findings import Finding
 from boltzlab_experiments.flip_the_state.config import FlipTheStateConfig
 from boltzlab_experiments.flip_the_state.findings import PAPER_TAU_GAIN
+from boltzlab_experiments.flip_the_state.mixing import MixingResult
+from boltzlab_experiments.flip_the_state.model_files import ModelFileMixingConfig
 from boltzlab_experiments.tables import markdown_table
 
-__all__ = ["settings_lines", "summary_markdown"]
+__all__ = ["model_files_summary_markdown", "settings_lines", "summary_markdown"]
+
+# The paper's protocol for its 17.28 % (§5; presets/full.toml): what a run on other models differs from.
+PAPER_MODELS = "24 MNIST RBMs 784×500 trained with 20-PT10"
+PAPER_CHAINS = "one chain of 10⁶ sweeps per model and operator"
 
 
 def _count(n: int, noun: str) -> str:
@@ -117,4 +127,95 @@ def summary_markdown(
         total = sum(timings.values())
         lines += ["## Runtime", ""] + [f"- {name}: {format_seconds(s)}" for name, s in timings.items()]
         lines += [f"- total: {format_seconds(total)} ({torch.get_num_threads()} torch thread(s))", ""]
+    return "\n".join(lines)
+
+
+def _differences(result: MixingResult, config: ModelFileMixingConfig, training: Sequence[str]) -> str:
+    """What differs from the paper's protocol: the models' training and size, and the chains."""
+    trained = sorted(set(training))
+    sizes = "×".join(str(size) for size in result.layer_sizes)
+    n_models = result.tau.shape[0]
+    scale = ", ".join(f"{float(value):.3g}" for value in result.weight_scale)
+    chain_sweeps = config.n_chains * config.n_steps
+    return (
+        f"What differs from the paper: here {_count(n_models, 'RBM')} {sizes} (training: {'; '.join(trained)}; "
+        f"mean |W| {scale}), there {PAPER_MODELS} — flip's advantage grows with the size of the weights "
+        f"(the paper's Fig. 3), so the training matters; here {config.n_chains} independent chains × "
+        f"{config.n_steps} sweeps pooled per model and operator ({chain_sweeps:.3g} chain-sweeps), there "
+        f"{PAPER_CHAINS}."
+    )
+
+
+def model_files_summary_markdown(
+    result: MixingResult,
+    found: Sequence[Finding],
+    config: ModelFileMixingConfig,
+    *,
+    training: Sequence[str],
+    seed: int,
+    processes: int = 1,
+    table: str | None = None,
+) -> str:
+    """``summary.md`` of τ on supplied model files: the settings, whether the paper's 17.28 % held,
+    the τ table and the time each run took.
+
+    ``found`` holds the ``"paper gain"`` and ``"mixing"`` findings; ``training`` one label per
+    model (:func:`~boltzlab_experiments.flip_the_state.model_files.training_label`).
+    """
+    start = (
+        "random MNIST training examples"
+        if config.init == "data"
+        else "exact samples of the model's base distribution"
+    )
+    models = [
+        f"- `{result.model_name(index)}`: RBM {'×'.join(map(str, result.layer_sizes))}, training "
+        f"{training[index]}, mean |W| {float(result.weight_scale[index]):.3g}"
+        for index in range(result.tau.shape[0])
+    ]
+    lines = [
+        "# Flip-the-state τ on supplied RBMs",
+        "",
+        f"Brügge, Fischer & Igel (2013) report that flip-the-state needs {PAPER_TAU_GAIN:.2%} fewer steps than "
+        "Gibbs sampling for the same variance of the energy (its integrated autocorrelation time τ, by an AR "
+        f"fit; {PAPER_MODELS}, {PAPER_CHAINS}). This run measured the same quantity with boltzlab "
+        f"{boltzlab.__version__} on the model file(s):",
+        "",
+        *models,
+        f"- {config.n_chains} chains per model and operator ({', '.join(config.operators)}), started from {start}, "
+        f"{config.burn_in} sweeps of burn-in, then {config.n_steps} recorded sweeps; τ of the joint energy "
+        "pooled over the chains by Sokal's adaptive window (c = 5) and by an AR fit (order by AIC); Gibbs and "
+        "flip start from the same states",
+        f"- chains cut into {config.blocks} blocks with their own random streams (the same numbers on any number "
+        f"of processes up to {config.blocks}), run on {processes} {'process' if processes == 1 else 'processes'}; study seed {seed}",
+        "",
+        "## Verdicts",
+        "",
+        markdown_table(
+            ["part", "the paper's claim", "verdict"], [[f.part, f.claim, f.verdict] for f in found]
+        ),
+        "",
+    ]
+    titles = {"paper gain": f"Did the paper's {PAPER_TAU_GAIN:.2%} hold?", "mixing": "Flip against Gibbs"}
+    for finding in found:
+        lines += [f"## {titles.get(finding.part, finding.part)}", "", finding.text]
+        if finding.part == "paper gain":
+            lines[-1] += " " + _differences(result, config, training)
+        lines.append("")
+    if table is not None:
+        lines += ["## Autocorrelation time of the energy", "", table, ""]
+    if result.seconds is not None:
+        sweeps = config.burn_in + config.n_steps
+        lines += ["## Runtime", ""]
+        for model in range(result.tau.shape[0]):
+            for index, operator in enumerate(result.operators):
+                seconds = float(result.seconds[model, index])
+                lines.append(
+                    f"- {operator} on `{result.model_name(model)}`: {format_seconds(seconds)} "
+                    f"({1000 * seconds / sweeps:.2f} ms per sweep of this process's chains)"
+                )
+        lines += [
+            f"- total: {format_seconds(float(result.seconds.sum()))} ({torch.get_num_threads()} torch thread(s) "
+            f"per process)",
+            "",
+        ]
     return "\n".join(lines)
