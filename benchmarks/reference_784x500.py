@@ -18,9 +18,17 @@ enumerated. This script builds that regime:
    same chain-sweep budgets, a few seeds each: error against the reference, z, the verdict
    and the time.
 
+Two models (``--model``): ``pcd1`` as above, and ``cd25``, trained the same way with CD-25 as
+Salakhutdinov & Murray (2008) trained the RTS paper's model (cached in ``runs/ref-784x500-cd25``
+with its training trajectory; results in ``reference_784x500_cd25.*``). ``--routes`` adds
+independent routes to the reference: trajectory AIS along the saved training trajectory and
+MBAR on one long tempered run; a flagged run is reported and left out of the reference.
+
 Usage::
 
     python benchmarks/reference_784x500.py                  # everything (~1–2 h on 1 thread)
+    python benchmarks/reference_784x500.py --model cd25 --stage reference --reference-runs 2 \
+        --routes ais trajectory-ais mbar
     python benchmarks/reference_784x500.py --stage reference --reference-runs 2
     python benchmarks/reference_784x500.py --stage compare --budgets 1450000 --seeds 2
 
@@ -57,6 +65,12 @@ TRAINING = {
     "lr_schedule": "linear",
     "seed": 0,
 }
+# The two models of the papers: PCD-1 (the cached model of earlier runs, whose files keep their
+# names) and CD-25, as Salakhutdinov & Murray (2008) trained the RTS paper's model; same updates.
+MODELS = {
+    "pcd1": TRAINING,
+    "cd25": {**TRAINING, "algorithm": "cd", "k": 25},
+}
 AGREEMENT_Z = 4.0  # pairwise |difference| / combined s.e. that the reference runs must stay under
 
 
@@ -83,40 +97,58 @@ def _save_results(path: Path, rows: list[dict[str, Any]]) -> None:
     os.replace(temporary, path)
 
 
-def obtain_model(cache: Path, data_root: Path | None) -> tuple[bl.RBM, torch.Tensor]:
-    """The cached 784×500 PCD model (trained here when missing) and the training images."""
+def obtain_model(
+    cache: Path, data_root: Path | None, training: dict[str, Any]
+) -> tuple[bl.RBM, torch.Tensor]:
+    """The cached 784×500 model (trained here with ``training`` when missing) and the training images."""
     train = bl.data.load("mnist", root=data_root).train
     path, sidecar = cache / "model.safetensors", cache / "model.json"
-    if path.is_file() and sidecar.is_file() and json.loads(sidecar.read_text()) == TRAINING:
+    if path.is_file() and sidecar.is_file() and json.loads(sidecar.read_text()) == training:
         return bl.RBM.load(path), train
     cache.mkdir(parents=True, exist_ok=True)
-    model = bl.RBM(n_visible=train.shape[1], n_hidden=N_HIDDEN, generator=TRAINING["seed"])
-    options = {key: value for key, value in TRAINING.items() if key != "seed"}
+    model = bl.RBM(n_visible=train.shape[1], n_hidden=N_HIDDEN, generator=training["seed"])
+    # CD keeps no persistent chains, so it takes no chain count.
+    skip = {"seed"} | ({"n_chains"} if training["algorithm"] == "cd" else set())
+    options = {key: value for key, value in training.items() if key not in skip}
     started = time.perf_counter()
-    bl.train(model, train, generator=TRAINING["seed"] + 1, progress=True, **options)
+    result = bl.train(model, train, generator=training["seed"] + 1, progress=True, **options)
     print(f"trained in {time.perf_counter() - started:.0f} s")
     model.save(path)
-    sidecar.write_text(json.dumps(TRAINING) + "\n")
+    if result.trajectory is not None:  # the training trajectory: trajectory AIS, RTS and MBAR's route
+        result.trajectory.save(cache / bl.models.trajectory.TRAJECTORY_FILE)
+    sidecar.write_text(json.dumps(training) + "\n")
     return model, train
 
 
-def reference_runs(n_runs: int, n_temperatures: int) -> list[dict[str, Any]]:
-    """The long AIS runs: schedules alternate between SM08 and VAROPT, seeds 101, 102, …"""
+def reference_runs(
+    n_runs: int, n_temperatures: int, routes: list[str], mbar_sweeps: int
+) -> list[dict[str, Any]]:
+    """The long runs: AIS with schedules alternating between SM08 and VAROPT (seeds 101, 102,
+    …), then one run of each other route (seeds 201, 202, …): trajectory AIS with as many
+    steps as AIS has temperatures, and MBAR on one long tempered run of 200 chains."""
     schedules = ("sm08", "varopt")
-    return [
+    specs: list[dict[str, Any]] = [
         {
             "stage": "reference",
+            "method": "ais",
             "schedule": schedules[i % 2],
             "n_temperatures": n_temperatures,
             "seed": 101 + i,
         }
         for i in range(n_runs)
     ]
+    for i, route in enumerate(route for route in routes if route != "ais"):
+        length = (
+            {"n_temperatures": n_temperatures} if route == "trajectory-ais" else {"n_sweeps": mbar_sweeps}
+        )
+        specs.append({"stage": "reference", "method": route, "schedule": "", **length, "seed": 201 + i})
+    return specs
 
 
 def combine_reference(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Inverse-variance mean of the reference runs, or ``None`` when a pair disagrees."""
-    runs = [row for row in rows if row["stage"] == "reference"]
+    # A flagged run is shown in the table but is no reference: its error bar is not trusted.
+    runs = [row for row in rows if row["stage"] == "reference" and row["reliable"]]
     if len(runs) < 2:
         return None
     worst = 0.0
@@ -131,14 +163,20 @@ def combine_reference(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
         "stderr": 1.0 / math.sqrt(sum(weights)),
         "runs": len(runs),
         "worst_pair_z": worst,
-        "agree": worst <= AGREEMENT_Z and all(row["reliable"] for row in runs),
+        "agree": worst <= AGREEMENT_Z,
+        "routes": sorted({row["method"] for row in runs}),
     }
 
 
-def run_one(model: bl.RBM, spec: dict[str, Any], check_data: torch.Tensor) -> dict[str, Any]:
+def run_one(model: bl.RBM, spec: dict[str, Any], check_data: torch.Tensor, cache: Path) -> dict[str, Any]:
     options: dict[str, Any] = {"generator": spec["seed"], "check_data": check_data}
     if spec["method"] == "ais":
         options |= {"n_chains": 100, "schedule": spec["schedule"], "n_temperatures": spec["n_temperatures"]}
+    elif spec["method"] == "trajectory-ais":
+        trajectory = cache / bl.models.trajectory.TRAJECTORY_FILE
+        options |= {"n_chains": 100, "n_steps": spec["n_temperatures"], "trajectory": trajectory}
+    elif spec["stage"] == "reference":  # MBAR's long run: more chains, since chains cross rarely here
+        options |= {"n_chains": 200, "n_sweeps": spec["n_sweeps"]}
     else:
         options |= {"n_chains": 100, "n_sweeps": spec["n_sweeps"]}
     started = time.perf_counter()
@@ -172,20 +210,28 @@ def _same(row: dict[str, Any], spec: dict[str, Any]) -> bool:
     return all(row.get(key) == value for key, value in spec.items())
 
 
-def report(rows: list[dict[str, Any]], bound: dict[str, Any] | None) -> str:
+def report(rows: list[dict[str, Any]], bound: dict[str, Any] | None, name: str = "pcd1") -> str:
     reference = combine_reference(rows)
-    lines = ["# A 784×500 MNIST RBM (PCD-1): reference log Z and RTS against AIS at matched sweeps", ""]
-    lines.append(f"Training: {json.dumps(TRAINING)}")
+    label = {"pcd1": "PCD-1", "cd25": "CD-25"}[name]
+    lines = [f"# A 784×500 MNIST RBM ({label}): reference log Z and RTS against AIS at matched sweeps", ""]
+    lines.append(f"Training: {json.dumps(MODELS[name])}")
     lines.append("")
-    lines.append("## Reference runs (AIS, 100 chains)")
+    lines.append("## Reference runs")
     lines.append("")
-    lines.append("| schedule | K | seed | log Z | s.e. | verdict | time (s) |")
-    lines.append("|---|---|---|---|---|---|---|")
+    lines.append(
+        "AIS: 100 chains × K temperatures; trajectory AIS: 100 chains × K steps along the training "
+        "trajectory; MBAR: 200 chains × K long-run sweeps of tempered sampling. A flagged run is shown "
+        "and left out of the reference."
+    )
+    lines.append("")
+    lines.append("| route | schedule | K | seed | log Z | s.e. | verdict | time (s) |")
+    lines.append("|---|---|---|---|---|---|---|---|")
     for row in rows:
         if row["stage"] == "reference":
-            verdict = "reliable" if row["reliable"] else "UNRELIABLE"
+            verdict = "reliable" if row["reliable"] else "UNRELIABLE: " + "; ".join(row["warnings"])[:160]
+            length = row.get("n_temperatures", row.get("n_sweeps"))
             lines.append(
-                f"| {row['schedule']} | {row['n_temperatures']} | {row['seed']} | {row['log_z']:.4f} | "
+                f"| {row['method']} | {row.get('schedule', '')} | {length} | {row['seed']} | {row['log_z']:.4f} | "
                 f"{row['stderr']:.4f} | {verdict} | {row['seconds']:.0f} |"
             )
     lines.append("")
@@ -194,7 +240,8 @@ def report(rows: list[dict[str, Any]], bound: dict[str, Any] | None) -> str:
     else:
         state = "agree" if reference["agree"] else "DO NOT AGREE: no reference"
         lines.append(
-            f"Reference: **{reference['log_z']:.4f} ± {reference['stderr']:.4f}** from {reference['runs']} runs "
+            f"Reference: **{reference['log_z']:.4f} ± {reference['stderr']:.4f}** from {reference['runs']} "
+            f"reliable runs of {', '.join(reference['routes'])} "
             f"(worst pair {reference['worst_pair_z']:.2f} combined s.e.; they {state})."
         )
     if bound is not None:
@@ -229,33 +276,49 @@ def report(rows: list[dict[str, Any]], bound: dict[str, Any] | None) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stage", choices=("train", "reference", "compare", "all"), default="all")
-    parser.add_argument("--cache", type=Path, default=ROOT / "runs" / "ref-784x500")
+    parser.add_argument("--model", choices=tuple(MODELS), default="pcd1", help="Which 784×500 model.")
+    parser.add_argument("--cache", type=Path, default=None, help="Default runs/ref-784x500[-cd25].")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument("--data-root", type=Path, default=None)
     parser.add_argument("--reference-runs", type=int, default=4)
     parser.add_argument("--reference-temperatures", type=int, default=100_000)
+    parser.add_argument(
+        "--routes",
+        nargs="+",
+        choices=("ais", "trajectory-ais", "mbar"),
+        default=["ais"],
+        help="Reference routes besides AIS's runs (trajectory AIS needs the training trajectory).",
+    )
+    parser.add_argument("--mbar-sweeps", type=int, default=20_000)
     parser.add_argument("--budgets", type=int, nargs="+", default=[1_450_000, 5_800_000])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     arguments = parser.parse_args(argv)
     torch.set_num_threads(arguments.threads)
-    model, train = obtain_model(arguments.cache, arguments.data_root)
+    name = arguments.model
+    suffix = "" if name == "pcd1" else f"_{name}"  # the PCD-1 files keep their first names
+    cache = arguments.cache or ROOT / "runs" / ("ref-784x500" + suffix.replace("_", "-"))
+    model, train = obtain_model(cache, arguments.data_root, MODELS[name])
+    if arguments.stage == "train":
+        return
     check = train[torch.randperm(train.shape[0], generator=torch.Generator().manual_seed(7))[:2000]]
     arguments.out.mkdir(parents=True, exist_ok=True)
-    results_path = arguments.out / "reference_784x500.json"
+    results_path = arguments.out / f"reference_784x500{suffix}.json"
     rows = _load_results(results_path)
     specs: list[dict[str, Any]] = []
     if arguments.stage in ("reference", "all"):
-        specs += [
-            spec | {"method": "ais"}
-            for spec in reference_runs(arguments.reference_runs, arguments.reference_temperatures)
-        ]
+        specs += reference_runs(
+            arguments.reference_runs,
+            arguments.reference_temperatures,
+            arguments.routes,
+            arguments.mbar_sweeps,
+        )
     if arguments.stage in ("compare", "all"):
         specs += compare_runs(arguments.budgets, arguments.seeds)
     for spec in specs:
         if any(_same(row, spec) for row in rows):
             continue
-        row = run_one(model, spec, check)
+        row = run_one(model, spec, check, cache)
         print(
             json.dumps(
                 {
@@ -266,12 +329,12 @@ def main(argv: list[str] | None = None) -> None:
         )
         rows.append(row)
         _save_results(results_path, rows)
-    bound_path = arguments.out / "reference_784x500_bound.json"
+    bound_path = arguments.out / f"reference_784x500{suffix}_bound.json"
     if not bound_path.is_file():
         bound = bl.estimators.verdict.certified_lower_bound(model, data=check, generator=0)
         bound_path.write_text(json.dumps(dataclasses.asdict(bound) | {"tight": bound.tight}) + "\n")
-    text = report(rows, json.loads(bound_path.read_text()))
-    (arguments.out / "reference_784x500.md").write_text(text)
+    text = report(rows, json.loads(bound_path.read_text()), name)
+    (arguments.out / f"reference_784x500{suffix}.md").write_text(text)
     print(text)
 
 
