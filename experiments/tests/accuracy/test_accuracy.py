@@ -263,7 +263,7 @@ def test_paper_preset_takes_the_adaptive_ladders() -> None:
     assert rts.budgets == (300, 1000, 3000, 10_000) and rts.n_repeats == 20 and rts.rts_levels == 100
     assert (rts.n_chains, rts.raise_examples, rts.raise_chains, rts.rts_ladder) == (100, 10, 10, "adaptive")
     k = EstimatorsVsKConfig.paper()
-    assert k.levels == (10, 30, 100, 300) and (k.n_chains, k.n_sweeps, k.n_repeats) == (100, 3000, 10)
+    assert k.levels == (10, 30, 100, 300) and (k.n_chains, k.n_sweeps, k.n_repeats) == (100, 3000, 6)
     assert k.ladder == "adaptive"
     assert RTSvsAISConfig.scaled().rts_ladder == "linear" and EstimatorsVsKConfig.scaled().ladder == "linear"
     with pytest.raises(ValidationError, match="rts_ladder must be one of"):
