@@ -28,7 +28,8 @@ Usage::
 
     python benchmarks/reference_784x500.py                  # everything (~1–2 h on 1 thread)
     python benchmarks/reference_784x500.py --model cd25 --stage reference --reference-runs 2 \
-        --routes ais trajectory-ais mbar
+        --routes trajectory-ais mbar
+    python benchmarks/reference_784x500.py --model cd25 --stage defaults   # every default, scored
     python benchmarks/reference_784x500.py --stage reference --reference-runs 2
     python benchmarks/reference_784x500.py --stage compare --budgets 1450000 --seeds 2
 
@@ -137,7 +138,7 @@ def reference_runs(
         }
         for i in range(n_runs)
     ]
-    for i, route in enumerate(route for route in routes if route != "ais"):
+    for i, route in enumerate(routes):
         length = (
             {"n_temperatures": n_temperatures} if route == "trajectory-ais" else {"n_sweeps": mbar_sweeps}
         )
@@ -168,9 +169,15 @@ def combine_reference(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     }
 
 
+# The methods whose defaults the `defaults` stage scores (RAISE needs data: `boltzlab evaluate`).
+DEFAULT_METHODS = ("ais", "rts", "ts", "ti", "ti-rb", "mbar")
+
+
 def run_one(model: bl.RBM, spec: dict[str, Any], check_data: torch.Tensor, cache: Path) -> dict[str, Any]:
     options: dict[str, Any] = {"generator": spec["seed"], "check_data": check_data}
-    if spec["method"] == "ais":
+    if spec["stage"] == "defaults":  # every option the library's default, no data
+        options = {"generator": spec["seed"]}
+    elif spec["method"] == "ais":
         options |= {"n_chains": 100, "schedule": spec["schedule"], "n_temperatures": spec["n_temperatures"]}
     elif spec["method"] == "trajectory-ais":
         trajectory = cache / bl.models.trajectory.TRAJECTORY_FILE
@@ -213,7 +220,7 @@ def _same(row: dict[str, Any], spec: dict[str, Any]) -> bool:
 def report(rows: list[dict[str, Any]], bound: dict[str, Any] | None, name: str = "pcd1") -> str:
     reference = combine_reference(rows)
     label = {"pcd1": "PCD-1", "cd25": "CD-25"}[name]
-    lines = [f"# A 784×500 MNIST RBM ({label}): reference log Z and RTS against AIS at matched sweeps", ""]
+    lines = [f"# A 784×500 MNIST RBM ({label}): reference log Z and the estimators scored against it", ""]
     lines.append(f"Training: {json.dumps(MODELS[name])}")
     lines.append("")
     lines.append("## Reference runs")
@@ -236,7 +243,7 @@ def report(rows: list[dict[str, Any]], bound: dict[str, Any] | None, name: str =
             )
     lines.append("")
     if reference is None:
-        lines.append("No reference yet (fewer than two runs).")
+        lines.append("No reference yet (fewer than two reliable runs).")
     else:
         state = "agree" if reference["agree"] else "DO NOT AGREE: no reference"
         lines.append(
@@ -249,6 +256,21 @@ def report(rows: list[dict[str, Any]], bound: dict[str, Any] | None, name: str =
             f"Certified lower bound (1,000 chains × 200 sweeps from training images): {bound['log_z']:.4f} "
             f"(missing mass {bound['missing_mass']:.2f}, {bound['n_states']} distinct hidden states)."
         )
+    defaults = [row for row in rows if row["stage"] == "defaults"]
+    if defaults:
+        lines += ["", "## Every method with its defaults (no data, generator 0)", ""]
+        lines.append("| method | log Z | s.e. | error | z | verdict | chain-sweeps | time (s) |")
+        lines.append("|---|---|---|---|---|---|---|---|")
+        for row in defaults:
+            error = z = float("nan")
+            if reference is not None and reference["agree"]:
+                error = row["log_z"] - reference["log_z"]
+                z = error / math.hypot(row["stderr"], reference["stderr"])
+            verdict = "reliable" if row["reliable"] else "UNRELIABLE: " + "; ".join(row["warnings"])[:160]
+            lines.append(
+                f"| {row['method']} | {row['log_z']:.4f} | {row['stderr']:.4f} | {error:+.4f} | {z:+.1f} | "
+                f"{verdict} | {row['cost_sweeps']} | {row['seconds']:.0f} |"
+            )
     compared = [row for row in rows if row["stage"] == "compare"]
     if compared:
         lines += ["", "## Matched sweeps", ""]
@@ -275,7 +297,9 @@ def report(rows: list[dict[str, Any]], bound: dict[str, Any] | None, name: str =
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--stage", choices=("train", "reference", "compare", "all"), default="all")
+    parser.add_argument(
+        "--stage", choices=("train", "reference", "compare", "defaults", "all"), default="all"
+    )
     parser.add_argument("--model", choices=tuple(MODELS), default="pcd1", help="Which 784×500 model.")
     parser.add_argument("--cache", type=Path, default=None, help="Default runs/ref-784x500[-cd25].")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
@@ -285,9 +309,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--routes",
         nargs="+",
-        choices=("ais", "trajectory-ais", "mbar"),
-        default=["ais"],
-        help="Reference routes besides AIS's runs (trajectory AIS needs the training trajectory).",
+        choices=("trajectory-ais", "mbar"),
+        default=[],
+        help="Reference routes besides the AIS runs of --reference-runs (trajectory AIS needs the training "
+        "trajectory).",
     )
     parser.add_argument("--mbar-sweeps", type=int, default=20_000)
     parser.add_argument("--budgets", type=int, nargs="+", default=[1_450_000, 5_800_000])
@@ -315,6 +340,8 @@ def main(argv: list[str] | None = None) -> None:
         )
     if arguments.stage in ("compare", "all"):
         specs += compare_runs(arguments.budgets, arguments.seeds)
+    if arguments.stage in ("defaults", "all"):
+        specs += [{"stage": "defaults", "method": method, "seed": 0} for method in DEFAULT_METHODS]
     for spec in specs:
         if any(_same(row, spec) for row in rows):
             continue

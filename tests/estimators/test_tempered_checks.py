@@ -42,14 +42,18 @@ def test_trip_counter_counts_passages_between_the_ends():
 
 def test_crossing_advice_tells_trapped_chains_from_slow_ones():
     # The 784×500 PCD-1 MNIST RBM's rounds: the run grew 8-fold, the round trips did not.
-    trapped = crossing_advice([1000, 2000, 4000, 8000], [0.25, 0.32, 0.30, 0.32])
-    assert trapped is not None and "trapped" in trapped and "will not help" in trapped and "AIS" in trapped
-    # Round trips that keep pace with the length: a longer run is the answer, and its size.
-    slow = crossing_advice([1000, 2000, 4000], [0.05, 0.1, 0.2])
-    assert slow is not None and "max_sweeps=40000" in slow and "trapped" not in slow
-    assert "no chain crossed" in (crossing_advice([1000], [0.0]) or "")
-    assert crossing_advice([1000, 2000], [0.5, MIN_ROUND_TRIPS]) is None
-    assert crossing_advice([1000], [math.nan]) is None
+    trapped = crossing_advice([1000, 2000, 4000, 8000], [0.25, 0.32, 0.30, 0.32], 15500)
+    assert trapped is not None and "trapped" in trapped and "unlikely to help" in trapped and "AIS" in trapped
+    # Round trips that keep pace with the length: a longer run is the answer. One round trip
+    # per chain needs 20,000 sweeps; the rounds double from 4,000 to 8,000, 16,000 and 32,000,
+    # which the cap must let run after the 7,500 spent: 7,500 + 56,000.
+    slow = crossing_advice([1000, 2000, 4000], [0.05, 0.1, 0.2], 7500)
+    assert slow is not None and "max_sweeps=63500" in slow and "trapped" not in slow
+    # Growing slower than the run but close to the target is not called trapped.
+    assert "trapped" not in (crossing_advice([1000, 8000], [0.3, 0.9], 9500) or "")
+    assert "no chain crossed" in (crossing_advice([1000], [0.0], 1500) or "")
+    assert crossing_advice([1000, 2000], [0.5, MIN_ROUND_TRIPS], 3500) is None
+    assert crossing_advice([1000], [math.nan], 1500) is None
 
 
 def test_level_imbalance_is_the_stopping_statistic_of_the_long_run():

@@ -126,7 +126,7 @@ def paper_options(function: Callable[..., Any]) -> Callable[..., Any]:
             "--preset",
             type=click.Choice(available_presets(__package__)),
             help="Sizes by name (presets/NAME.toml): 'paper' is the paper's (100 chains, K = 100, its "
-            "budgets; hours on a 784×500 RBM). Default: scaled, or --full/--tiny.",
+            "budgets; about an hour of one core on a 784×500 RBM). Default: scaled, or --full/--tiny.",
         ),
         click.option(
             "--model-file",

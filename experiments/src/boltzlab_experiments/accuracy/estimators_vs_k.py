@@ -134,7 +134,7 @@ class EstimatorsVsKConfig:
 
     @classmethod
     def paper(cls) -> EstimatorsVsKConfig:
-        """The paper's sizes with the library's adaptive ladder, for its 784×500 RBM (``presets/paper.toml``; hours)."""
+        """The paper's sizes with the library's adaptive ladder, for its 784×500 RBM (``presets/paper.toml``; about an hour of one core)."""
         return cls.preset("paper")
 
 

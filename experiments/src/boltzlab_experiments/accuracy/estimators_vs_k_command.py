@@ -63,8 +63,8 @@ __all__ = ["estimators_vs_k"]
 Example:
   boltzlab reproduce estimators-vs-k --out results/estimators-vs-k --data-root /path/to/data
   boltzlab reproduce estimators-vs-k --model-dir results/models --out results/k --seed 1
-  boltzlab reproduce estimators-vs-k --preset paper --model-file runs/rbm500/model.safetensors \\
-      --reference-log-z 599.4157 --reference-stderr 0.0705 --reference-source "long AIS runs" \\
+  boltzlab reproduce estimators-vs-k --preset paper --model-file runs/ref-784x500-cd25/model.safetensors \\
+      --reference-log-z 568.1707 --reference-stderr 0.0129 --reference-source "long AIS runs" \\
       --out results/estimators-vs-k-paper
 
 \b

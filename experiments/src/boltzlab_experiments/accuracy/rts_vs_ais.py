@@ -85,7 +85,7 @@ class RTSvsAISConfig:
     rts_ladder : {"linear", "adaptive"}
         RTS's ladder (:data:`RTS_LADDERS`): the paper's linear one, or the library's default
         adaptive one, whose pilot (a tenth of the budget) counts in RTS's sweeps. On a
-        784×500 MNIST RBM the linear K = 100 ladder was measured 76 nats high with no round
+        784×500 PCD-1 MNIST RBM the linear K = 100 ladder was measured 76 nats high with no round
         trip, so the ``paper`` preset takes the adaptive one.
     """
 
@@ -131,7 +131,7 @@ class RTSvsAISConfig:
 
     @classmethod
     def paper(cls) -> RTSvsAISConfig:
-        """The paper's sizes with the library's adaptive ladder, for its 784×500 RBM (``presets/paper.toml``; hours)."""
+        """The paper's sizes with the library's adaptive ladder, for its 784×500 RBM (``presets/paper.toml``; about an hour of one core)."""
         return cls.preset("paper")
 
 

@@ -66,8 +66,8 @@ __all__ = ["rts_vs_ais", "rts_vs_ais_files"]
 Example:
   boltzlab reproduce rts-vs-ais --out results/rts-vs-ais --data-root /path/to/data
   boltzlab reproduce rts-vs-ais --model pcd --model-dir results/models --out results/rts-vs-ais-pcd
-  boltzlab reproduce rts-vs-ais --preset paper --model-file runs/rbm500/model.safetensors \\
-      --reference-log-z 599.4157 --reference-stderr 0.0705 --reference-source "long AIS runs" \\
+  boltzlab reproduce rts-vs-ais --preset paper --model-file runs/ref-784x500-cd25/model.safetensors \\
+      --reference-log-z 568.1707 --reference-stderr 0.0129 --reference-source "long AIS runs" \\
       --out results/rts-vs-ais-paper
 
 \b

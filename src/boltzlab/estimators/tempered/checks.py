@@ -318,20 +318,25 @@ def _budget_notes(samples: TemperedSamples) -> list[str]:
         f"{more} and stopped ({budget.stop_reason}) with its checks still failing ({budget.rounds[-1].failures[0]})"
     ]
     advice = crossing_advice(
-        [r.long_run_sweeps for r in budget.rounds], [r.diagnosis.round_trips for r in budget.rounds]
+        [r.long_run_sweeps for r in budget.rounds],
+        [r.diagnosis.round_trips for r in budget.rounds],
+        budget.sweeps_per_chain,
     )
     return notes + ([advice] if advice else [])
 
 
-def crossing_advice(long_run_sweeps: Sequence[int], round_trips: Sequence[float]) -> str | None:
+def crossing_advice(
+    long_run_sweeps: Sequence[int], round_trips: Sequence[float], sweeps_spent: int
+) -> str | None:
     """What a user can do when the rounds ended with too few round trips (docs/trust.md).
 
     Round trips per chain should grow in proportion to a round's length. When the length grew
-    at least :data:`TRAPPED_MIN_GROWTH`-fold and the round trips less than half as fast, chains
-    are held at some levels (trapped in modes at the top of the ladder, as on a 784×500 PCD-1
-    MNIST RBM: 0.25, 0.32, 0.30, 0.32 round trips per chain in rounds of 1,000–8,000 sweeps)
-    and a longer run buys few crossings; otherwise the last round's rate says how many sweeps
-    one round trip per chain needs.
+    at least :data:`TRAPPED_MIN_GROWTH`-fold, the round trips less than half as fast, and the
+    last round made fewer than half of ``MIN_ROUND_TRIPS``, chains are likely held at some
+    levels (trapped in modes at the top of the ladder, as on a 784×500 PCD-1 MNIST RBM: 0.25,
+    0.32, 0.30, 0.32 round trips per chain in rounds of 1,000–8,000 sweeps) and a longer run buys
+    few crossings. Otherwise the last round's rate says how long a round must be for one round
+    trip per chain, and so the ``max_sweeps`` that lets the doubling rounds reach it.
 
     Parameters
     ----------
@@ -339,6 +344,9 @@ def crossing_advice(long_run_sweeps: Sequence[int], round_trips: Sequence[float]
         Long-run sweeps per chain of each round.
     round_trips : sequence of float
         Mean round trips per chain in each round's long run (``NaN`` when not recorded).
+    sweeps_spent : int
+        Sweeps per chain spent so far as ``max_sweeps`` counts them (initial iterations and
+        every round).
 
     Returns
     -------
@@ -348,22 +356,27 @@ def crossing_advice(long_run_sweeps: Sequence[int], round_trips: Sequence[float]
     first, last = float(round_trips[0]), float(round_trips[-1])
     if not math.isfinite(last) or last >= MIN_ROUND_TRIPS:
         return None
-    growth = long_run_sweeps[-1] / long_run_sweeps[0]
+    length = int(long_run_sweeps[-1])
+    growth = length / long_run_sweeps[0]
     pace = last / first if first > 0 else math.inf
-    alternatives = "AIS or RAISE, which do not need chains to cross the ladder, or more chains (max_chains)"
-    if growth >= TRAPPED_MIN_GROWTH and pace < growth / 2:
+    alternatives = "AIS or RAISE, which do not need chains to cross the ladder"
+    if growth >= TRAPPED_MIN_GROWTH and pace < growth / 2 and last < MIN_ROUND_TRIPS / 2:
         return (
             f"round trips per chain did not grow with the run ({first:.2f} in {long_run_sweeps[0]} sweeps, "
-            f"{last:.2f} in {long_run_sweeps[-1]}): chains are held at some levels (trapped in modes), so "
-            f"more sweeps will not help; use {alternatives}"
+            f"{last:.2f} in {length}): chains are likely held at some levels (trapped in modes), and more "
+            f"sweeps are unlikely to help; {alternatives}, are the way to an estimate here"
         )
     if last <= 0:
-        return f"no chain crossed the ladder in {long_run_sweeps[-1]} sweeps; use {alternatives}"
-    needed = math.ceil(2 * MIN_ROUND_TRIPS * long_run_sweeps[-1] / last)
+        return f"no chain crossed the ladder in {length} sweeps; {alternatives}, may still give an estimate"
+    # Rounds double: the next ones are 2L, 4L, …; find the first at least as long as needed,
+    # and the cap that lets the budget run every round up to it.
+    needed = MIN_ROUND_TRIPS * length / last
+    doublings = max(1, math.ceil(math.log2(needed / length)))
+    max_sweeps = sweeps_spent + length * (2 ** (doublings + 1) - 2)
     return (
-        f"at the last round's rate ({last:.2f} round trips per chain in {long_run_sweeps[-1]} sweeps) "
-        f"{MIN_ROUND_TRIPS:g} round trip per chain needs a long run of about {needed // 2} sweeps: pass "
-        f"max_sweeps={needed} or more, or use {alternatives}"
+        f"at the last round's rate ({last:.2f} round trips per chain in {length} sweeps) "
+        f"{MIN_ROUND_TRIPS:g} round trip per chain needs a round of about {math.ceil(needed)} sweeps, which "
+        f"the doubling rounds reach with max_sweeps={max_sweeps} or more; or use {alternatives}"
     )
 
 
