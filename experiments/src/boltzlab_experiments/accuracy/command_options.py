@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -45,6 +45,7 @@ from boltzlab_experiments.tables import write_text
 
 __all__ = [
     "MODEL_SEED",
+    "BenchmarkSetup",
     "announce",
     "benchmark_options",
     "check_model_file_options",
@@ -55,6 +56,7 @@ __all__ = [
     "load_models",
     "model_option",
     "paper_options",
+    "set_up_benchmark",
     "share_of_repeats",
     "supplied_model",
 ]
@@ -359,3 +361,63 @@ def finish(out: Path, summary: str, finding: Finding, written: list[Path], timin
     click.echo(f"  {finding.text}")
     click.echo(f"done in {format_seconds(sum(timings.values()))}")
     report_written(written)
+
+
+@dataclass(frozen=True)
+class BenchmarkSetup:
+    """What an RTS-paper command has once its options are read: the sizes, the data, this
+    process's repeats (``None``: all), the RBM to score and what training it wrote and cost."""
+
+    config: Any
+    loaded: datasets.Dataset
+    repeats: tuple[int, ...] | None
+    benchmark: BenchmarkModel
+    written: list[Path]
+    train_seconds: float
+
+
+def set_up_benchmark(
+    name: str,
+    config_class: Any,
+    *,
+    full: bool,
+    tiny: bool,
+    preset: str | None,
+    dataset: str,
+    data_root: Path | None,
+    out: Path,
+    model_name: str | None,
+    model_dir: Path | None,
+    model_file: Path | None,
+    reference_log_z: float | None,
+    reference_stderr: float | None,
+    reference_source: str | None,
+) -> BenchmarkSetup:
+    """The options checked, the preset chosen, the data loaded, this process's share of the
+    repeats, and the RBM: trained (or loaded from the cache) or the supplied ``--model-file``."""
+    check_model_file_options(
+        model_file,
+        reference_log_z,
+        reference_stderr,
+        reference_source,
+        model_name=model_name,
+        model_dir=model_dir,
+    )
+    config = configure(config_class, full=full, tiny=tiny, model_name=model_name, preset=preset)
+    loaded = datasets.load(dataset, root=data_root)
+    repeats = share_of_repeats(config.n_repeats)
+    announce(name, config, out, split_repeats=repeats is not None)
+    if model_file is None:
+        (benchmark,), written, train_seconds = load_models(
+            [config.model], config.training, loaded, dataset, model_dir or out / "models"
+        )
+        return BenchmarkSetup(config, loaded, repeats, benchmark, written, train_seconds)
+    assert reference_log_z is not None and reference_stderr is not None  # checked above
+    benchmark = supplied_model(
+        model_file,
+        reference_log_z=reference_log_z,
+        reference_stderr=reference_stderr,
+        reference_source=reference_source,
+        n_visible=loaded.train.shape[1],
+    )
+    return BenchmarkSetup(config, loaded, repeats, benchmark, [], 0.0)

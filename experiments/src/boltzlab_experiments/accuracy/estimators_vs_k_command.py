@@ -14,23 +14,17 @@ from pathlib import Path
 
 import click
 
-from boltzlab import data as datasets
 from boltzlab import distributed
 from boltzlab.cli.common import command_options, format_table
 from boltzlab.cli.reproduce import SPLITS_ATTRIBUTE
 from boltzlab.plotting import save_figure
 from boltzlab_experiments.accuracy.command_options import (
-    announce,
     benchmark_options,
-    check_model_file_options,
-    configure,
     finish,
     gather_shares,
-    load_models,
     model_option,
     paper_options,
-    share_of_repeats,
-    supplied_model,
+    set_up_benchmark,
 )
 from boltzlab_experiments.accuracy.estimators_vs_k import (
     EstimatorsVsKConfig,
@@ -100,34 +94,25 @@ def estimators_vs_k(
     Under torchrun (``torchrun --no-python boltzlab reproduce ...``) the processes share
     the repeats; rank 0 writes.
     """
-    check_model_file_options(
-        model_file,
-        reference_log_z,
-        reference_stderr,
-        reference_source,
+    setup = set_up_benchmark(
+        "estimators-vs-k",
+        EstimatorsVsKConfig,
+        full=full,
+        tiny=tiny,
+        preset=preset,
+        dataset=dataset,
+        data_root=data_root,
+        out=out,
         model_name=model_name,
         model_dir=model_dir,
+        model_file=model_file,
+        reference_log_z=reference_log_z,
+        reference_stderr=reference_stderr,
+        reference_source=reference_source,
     )
-    config: EstimatorsVsKConfig = configure(
-        EstimatorsVsKConfig, full=full, tiny=tiny, model_name=model_name, preset=preset
-    )
-    loaded = datasets.load(dataset, root=data_root)
-    repeats = share_of_repeats(config.n_repeats)
-    announce("estimators-vs-k", config, out, split_repeats=repeats is not None)
-    if model_file is None:
-        (benchmark,), written, train_seconds = load_models(
-            [config.model], config.training, loaded, dataset, model_dir or out / "models"
-        )
-    else:
-        assert reference_log_z is not None and reference_stderr is not None  # checked above
-        benchmark = supplied_model(
-            model_file,
-            reference_log_z=reference_log_z,
-            reference_stderr=reference_stderr,
-            reference_source=reference_source,
-            n_visible=loaded.train.shape[1],
-        )
-        written, train_seconds = [], 0.0
+    config: EstimatorsVsKConfig = setup.config
+    repeats, benchmark = setup.repeats, setup.benchmark
+    written, train_seconds = setup.written, setup.train_seconds
     started = time.perf_counter()
     with progress_bar("estimators-vs-k", unit="step") as progress:
         share = run_estimators_vs_k(config, benchmark, seed=seed, repeats=repeats, progress=progress)
