@@ -140,6 +140,13 @@ def test_estimators_vs_k_verdict_keys_off_the_rmse() -> None:
     table = _table(noise * scales, (5, 10), methods)
     finding = estimators_vs_k_finding(replace(result, table=table))
     assert finding.verdict == "contradicted" and "MBAR at K = 5" in finding.text
+    # An RTS column that is not finite beats nothing and is beaten by nothing: no verdict.
+    errors = noise * torch.tensor([0.1, 0.3, 0.3, 0.1, 0.1], dtype=torch.float64)[:, None, None]
+    errors[0, 1, 0] = math.nan
+    assert (
+        estimators_vs_k_finding(replace(result, table=_table(errors, (5, 10), methods))).verdict
+        == "inconclusive"
+    )
 
 
 def _varopt_result(ess: torch.Tensor) -> VaroptResult:

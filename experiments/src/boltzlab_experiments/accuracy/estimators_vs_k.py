@@ -315,7 +315,8 @@ def estimators_vs_k_finding(result: EstimatorsVsKResult) -> Finding:
             ):
                 beaten.append(f"{method.upper()} at K = {n_temperatures}")
     verdict = "contradicted" if beaten else "confirmed"
-    if table.n_repeats < 2:
+    # Without repeats, or with an RTS column that is not finite, "nothing beat RTS" is no evidence.
+    if table.n_repeats < 2 or not bool(torch.isfinite(rmse[rts]).all()):
         verdict = "inconclusive"
     best = [table.methods[int(rmse[:, k].argmin())].upper() for k in range(len(table.settings))]
     ti = table.index("ti")
