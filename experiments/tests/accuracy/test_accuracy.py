@@ -79,6 +79,21 @@ def _table(errors: torch.Tensor, settings: tuple[int, ...], methods: tuple[str, 
     )
 
 
+def test_rmse_comparisons_count_the_reference_where_biases_differ() -> None:
+    # Method 0 sits +0.5 above the value, method 1 on it (RMSE 0.5 vs 0.1, each ± 0.0 between
+    # repeats but for the jitter): decisive against an exact log Z; against a reference with s.e.
+    # 0.3, an offset of the reference could close the gap, so no verdict.
+    jitter = torch.tensor([0.01, -0.01, 0.01, -0.01], dtype=torch.float64)
+    errors = torch.stack([0.5 + jitter, 0.1 * torch.tensor([1.0, -1.0, 1.0, -1.0]) + jitter])[:, None, :]
+    exact = _table(errors, (10,), ("a", "b"))
+    assert exact.compare_rmse((1, 0), (0, 0)) == "smaller"
+    referenced = replace(exact, reference_stderr=0.3)
+    assert referenced.compare_rmse((1, 0), (0, 0)) == "tie"
+    # Two methods with the same bias/RMSE shift alike: the reference adds nothing.
+    same = replace(_table(torch.stack([errors[0], errors[0] * 2]), (10,), ("a", "b")), reference_stderr=0.3)
+    assert same.compare_rmse((0, 0), (1, 0)) == "smaller"
+
+
 def test_estimate_table_statistics_match_their_definitions() -> None:
     errors = torch.tensor([[[0.1, -0.3, 0.2, 0.05]]], dtype=torch.float64)
     table = _table(errors, (100,), ("ais",))

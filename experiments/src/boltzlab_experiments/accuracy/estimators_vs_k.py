@@ -38,7 +38,6 @@ from boltzlab_experiments.accuracy.models import BenchmarkModel, TrainingConfig
 from boltzlab_experiments.accuracy.table import (
     Z_DECISIVE,
     EstimateTable,
-    compare,
     derive_seed,
     empty_columns,
     merge_repeats,
@@ -298,21 +297,12 @@ def estimators_vs_k_finding(result: EstimatorsVsKResult) -> Finding:
     better at some K; TI's discretisation bias at the smallest K is reported alongside.
     """
     table = result.table
-    rmse, rmse_se, bias, bias_se = table.rmse(), table.rmse_stderr(), table.bias(), table.bias_stderr()
+    rmse, bias, bias_se = table.rmse(), table.bias(), table.bias_stderr()
     rts = table.index("rts")
     beaten = []
     for k_index, n_temperatures in enumerate(table.settings):
         for m, method in enumerate(table.methods):
-            if (
-                m != rts
-                and compare(
-                    float(rmse[m, k_index]),
-                    float(rmse_se[m, k_index]),
-                    float(rmse[rts, k_index]),
-                    float(rmse_se[rts, k_index]),
-                )
-                == "smaller"
-            ):
+            if m != rts and table.compare_rmse((m, k_index), (rts, k_index)) == "smaller":
                 beaten.append(f"{method.upper()} at K = {n_temperatures}")
     verdict = "contradicted" if beaten else "confirmed"
     # Without repeats, or with an RTS column that is not finite, "nothing beat RTS" is no evidence.

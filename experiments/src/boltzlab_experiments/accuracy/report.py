@@ -89,7 +89,8 @@ def reference_note(table: EstimateTable) -> str:
         f"- The errors are taken from a reference log Z, itself off by about ± {se:.3f} nats (its s.e.) — by the "
         f"same amount for every estimate. A bias is therefore known only to within about ± {2 * se:.3f} nats "
         f"beyond its own error bar, and an RMSE below about {2 * se:.3f} nats cannot be told from the "
-        "reference's error; the differences between methods, all shifted alike, are not affected. "
+        "reference's error. Differences of bias between methods are not affected (all shift alike); an RMSE "
+        "moves by about the offset × bias/RMSE, so the verdicts' RMSE comparisons add that in quadrature. "
         "'Within 2 s.e.' combines each estimate's own s.e. with the reference's in quadrature."
     )
 

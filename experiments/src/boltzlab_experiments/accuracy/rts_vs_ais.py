@@ -32,7 +32,6 @@ from boltzlab_experiments.accuracy.models import BenchmarkModel, TrainingConfig
 from boltzlab_experiments.accuracy.table import (
     EstimateTable,
     closest,
-    compare,
     derive_seed,
     empty_columns,
     merge_repeats,
@@ -333,7 +332,7 @@ def rts_vs_ais_finding(result: RTSvsAISResult) -> Finding:
         float(rmse[ais_row, b_ais]),
         float(rmse_se[ais_row, b_ais]),
     )
-    outcome = compare(r1, s1, r2, s2)
+    outcome = table.compare_rmse((rts, b_rts), (ais_row, b_ais))
     verdict = {"smaller": "confirmed", "larger": "contradicted", "tie": "inconclusive"}[outcome]
     rts_sweeps = float(table.mean_cost()[rts, b_rts]) / config.n_chains
     words = {
@@ -350,9 +349,7 @@ def rts_vs_ais_finding(result: RTSvsAISResult) -> Finding:
         f"against the {table.reference_label()}. {words}"
     )
     matching = [
-        b
-        for b in range(len(table.settings))
-        if compare(float(rmse[ais_row, b]), float(rmse_se[ais_row, b]), r1, s1) != "larger"
+        b for b in range(len(table.settings)) if table.compare_rmse((ais_row, b), (rts, b_rts)) != "larger"
     ]
     if matching:
         text += (

@@ -169,6 +169,20 @@ class EstimateTable:
         """Row of ``method``."""
         return self.methods.index(method)
 
+    def compare_rmse(self, first: tuple[int, int], second: tuple[int, int]) -> str:
+        """:func:`compare` of two RMSEs, each ``(method row, setting column)``, counting the reference.
+
+        An offset ``δ`` of a reference moves each RMSE by about ``δ·bias/RMSE``, which differs
+        between methods whose biases differ, so ``reference_se·|b₁/r₁ − b₂/r₂|`` joins the
+        difference's spread (nothing for an exact ``log Z``).
+        """
+        rmse, spread, bias = self.rmse(), self.rmse_stderr(), self.bias()
+        r1, r2 = float(rmse[first]), float(rmse[second])
+        shift = 0.0
+        if r1 > 0 and r2 > 0:
+            shift = self.reference_se * abs(float(bias[first]) / r1 - float(bias[second]) / r2)
+        return compare(r1, math.hypot(float(spread[first]), shift), r2, float(spread[second]))
+
 
 def empty_columns(n_methods: int, n_settings: int, n_repeats: int) -> dict[str, Tensor]:
     """NaN estimates and errors, zero costs and times: the columns of an :class:`EstimateTable` to fill."""
