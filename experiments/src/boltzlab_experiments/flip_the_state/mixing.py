@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -111,6 +112,34 @@ class OperatorMixing:
     seconds: float
 
 
+def mixing_result(
+    measured: Sequence[Sequence[OperatorMixing]],
+    *,
+    operators: Sequence[str],
+    layer_sizes: Sequence[int],
+    n_steps: int,
+    n_chains: int,
+    weight_scale: Tensor,
+    model_names: Sequence[str] = (),
+) -> MixingResult:
+    """The :class:`MixingResult` of ``measured[model][operator]``, stacked into its tensors."""
+    return MixingResult(
+        operators=tuple(operators),
+        methods=TAU_METHODS,
+        layer_sizes=tuple(layer_sizes),
+        n_steps=n_steps,
+        n_chains=n_chains,
+        tau=torch.stack([torch.stack([m.tau for m in row]) for row in measured]),
+        tau_stderr=torch.stack([torch.stack([m.tau_stderr for m in row]) for row in measured]),
+        reliable=torch.stack([torch.stack([m.reliable for m in row]) for row in measured]),
+        autocorrelation=torch.stack([torch.stack([m.autocorrelation for m in row]) for row in measured]),
+        flip_rate=torch.tensor([[m.flip_rate for m in row] for row in measured], dtype=torch.float64),
+        weight_scale=weight_scale,
+        model_names=tuple(model_names),
+        seconds=torch.tensor([[m.seconds for m in row] for row in measured], dtype=torch.float64),
+    )
+
+
 def measure_operator(
     model: RBM,
     operator: str,
@@ -185,13 +214,8 @@ def run_mixing(
     """
     base = base_seed(generator)
     n_models, n_operators = config.mixing_models, len(config.operators)
-    shape = (n_models, n_operators, len(TAU_METHODS))
-    tau, stderr = torch.empty(shape, dtype=torch.float64), torch.empty(shape, dtype=torch.float64)
-    reliable = torch.empty(shape, dtype=torch.bool)
-    acf = torch.empty(n_models, n_operators, config.mixing_max_lag + 1, dtype=torch.float64)
-    flip_rate = torch.empty(n_models, n_operators, dtype=torch.float64)
     weight_scale = torch.empty(n_models, dtype=torch.float64)
-    seconds = torch.empty(n_models, n_operators, dtype=torch.float64)
+    measured: list[list[OperatorMixing]] = []
     train_data = data.train
     total = n_models * (1 + n_operators)
     report(progress, 0, total, "starting")
@@ -216,36 +240,27 @@ def run_mixing(
         )
         weight_scale[model_index] = float(model.weights.detach().abs().mean())
         report(progress, model_index * (1 + n_operators) + 1, total, f"mixing model {model_index} trained")
+        measured.append([])
         for operator_index, operator in enumerate(config.operators):
-            measured = measure_operator(
-                model,
-                operator,
-                n_chains=config.mixing_chains,
-                n_steps=config.mixing_steps,
-                burn_in=config.mixing_burn_in,
-                max_lag=config.mixing_max_lag,
-                init=train_data,
-                generator=derive_seed(base, "mixing", model_index, "sample"),
+            measured[-1].append(
+                measure_operator(
+                    model,
+                    operator,
+                    n_chains=config.mixing_chains,
+                    n_steps=config.mixing_steps,
+                    burn_in=config.mixing_burn_in,
+                    max_lag=config.mixing_max_lag,
+                    init=train_data,
+                    generator=derive_seed(base, "mixing", model_index, "sample"),
+                )
             )
-            tau[model_index, operator_index] = measured.tau
-            stderr[model_index, operator_index] = measured.tau_stderr
-            reliable[model_index, operator_index] = measured.reliable
-            acf[model_index, operator_index] = measured.autocorrelation
-            flip_rate[model_index, operator_index] = measured.flip_rate
-            seconds[model_index, operator_index] = measured.seconds
             done = model_index * (1 + n_operators) + 2 + operator_index
             report(progress, done, total, f"mixing model {model_index} {operator}")
-    return MixingResult(
-        operators=tuple(config.operators),
-        methods=TAU_METHODS,
+    return mixing_result(
+        measured,
+        operators=config.operators,
         layer_sizes=(train_data.shape[1], config.mixing_hidden),
         n_steps=config.mixing_steps,
         n_chains=config.mixing_chains,
-        tau=tau,
-        tau_stderr=stderr,
-        reliable=reliable,
-        autocorrelation=acf,
-        flip_rate=flip_rate,
         weight_scale=weight_scale,
-        seconds=seconds,
     )

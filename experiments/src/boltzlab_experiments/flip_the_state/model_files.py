@@ -30,7 +30,12 @@ from boltzlab import RBM, distributed
 from boltzlab import progress as sweep_reports
 from boltzlab.errors import ValidationError
 from boltzlab.io import load_model
-from boltzlab_experiments.flip_the_state.mixing import TAU_METHODS, MixingResult, measure_operator
+from boltzlab_experiments.flip_the_state.mixing import (
+    MixingResult,
+    OperatorMixing,
+    measure_operator,
+    mixing_result,
+)
 from boltzlab_experiments.flip_the_state.seeds import base_seed, derive_seed
 
 __all__ = [
@@ -234,12 +239,7 @@ def run_model_file_mixing(
         start = data
     base = base_seed(generator)
     n_models, n_operators = len(models), len(config.operators)
-    shape = (n_models, n_operators, len(TAU_METHODS))
-    tau, stderr = torch.empty(shape, dtype=torch.float64), torch.empty(shape, dtype=torch.float64)
-    reliable = torch.empty(shape, dtype=torch.bool)
-    acf = torch.empty(n_models, n_operators, config.max_lag + 1, dtype=torch.float64)
-    flip_rate = torch.empty(n_models, n_operators, dtype=torch.float64)
-    seconds = torch.empty(n_models, n_operators, dtype=torch.float64)
+    measured: list[list[OperatorMixing]] = []
     weight_scale = torch.tensor(
         [float(model.weights.detach().abs().mean()) for model in models], dtype=torch.float64
     )
@@ -248,41 +248,33 @@ def run_model_file_mixing(
     chains_here = local_chains(config.n_chains, config.blocks)
     for model_index, (model, name) in enumerate(zip(models, names, strict=True)):
         init = start if isinstance(start, str) else start.to(model.device)
+        row: list[OperatorMixing] = []
+        measured.append(row)
         for operator_index, operator in enumerate(config.operators):
             done = (model_index * n_operators + operator_index) * run_sweeps
             listener = _sweep_listener(progress, chains_here, done, total, f"{name} {operator}")
             with sweep_reports.reporting(listener):
-                measured = measure_operator(
-                    model,
-                    operator,
-                    n_chains=config.n_chains,
-                    n_steps=config.n_steps,
-                    burn_in=config.burn_in,
-                    max_lag=config.max_lag,
-                    init=init,
-                    generator=derive_seed(base, "model-file", model_index, "sample"),
-                    blocks=config.blocks,
+                row.append(
+                    measure_operator(
+                        model,
+                        operator,
+                        n_chains=config.n_chains,
+                        n_steps=config.n_steps,
+                        burn_in=config.burn_in,
+                        max_lag=config.max_lag,
+                        init=init,
+                        generator=derive_seed(base, "model-file", model_index, "sample"),
+                        blocks=config.blocks,
+                    )
                 )
-            tau[model_index, operator_index] = measured.tau
-            stderr[model_index, operator_index] = measured.tau_stderr
-            reliable[model_index, operator_index] = measured.reliable
-            acf[model_index, operator_index] = measured.autocorrelation
-            flip_rate[model_index, operator_index] = measured.flip_rate
-            seconds[model_index, operator_index] = measured.seconds
             if progress is not None:
                 progress(done + run_sweeps, total, f"{name} {operator}")
-    return MixingResult(
-        operators=tuple(config.operators),
-        methods=TAU_METHODS,
-        layer_sizes=tuple(layer_sizes),
+    return mixing_result(
+        measured,
+        operators=config.operators,
+        layer_sizes=layer_sizes,
         n_steps=config.n_steps,
         n_chains=config.n_chains,
-        tau=tau,
-        tau_stderr=stderr,
-        reliable=reliable,
-        autocorrelation=acf,
-        flip_rate=flip_rate,
         weight_scale=weight_scale,
-        model_names=tuple(names),
-        seconds=seconds,
+        model_names=names,
     )
