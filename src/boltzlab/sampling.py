@@ -47,7 +47,7 @@ from boltzlab.tempering.verdict import (
     MIN_ROUND_TRIPS,
     sampler_warnings,
 )
-from boltzlab.validation import as_model_data, check_positive_int
+from boltzlab.validation import as_model_data, check_finite_model, check_positive_int
 
 __all__ = [
     "GROUP_AGREEMENT_P_VALUE",
@@ -424,6 +424,7 @@ def sample(
         raise ValidationError(f"unknown sampler {sampler!r}; known: {', '.join(samplers())}")
     n_chains = check_positive_int(n_chains, "n_chains")
     n_sweeps = check_positive_int(n_sweeps, "n_sweeps")
+    check_finite_model(model, "sample")
     generator = resolve_generator(generator, model.device)
     op = operator_registry.get(operator, **(operator_params or {}))
     if sampler in schemes():

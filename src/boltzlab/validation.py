@@ -18,6 +18,7 @@ __all__ = [
     "as_model_data",
     "as_real_tensor",
     "check_chains_match",
+    "check_finite_model",
     "check_nonnegative_int",
     "check_positive_int",
     "check_probability",
@@ -175,3 +176,47 @@ def check_chains_match(model: Any, chains: Any, *, name: str = "chains", fix: st
             "model.init_chains(...) or model.chains_from(data)"
         )
     raise ValidationError(f"the {name} are {found} but the model is {dtype} on {device_type}: {fix}")
+
+
+def check_finite_model(model: Any, door: str) -> None:
+    """Refuse a model whose parameters or buffers hold NaN or ±inf, naming the tensor and the fix.
+
+    Every number computed from such a model is NaN or infinite, and some checks pass on NaN
+    (a comparison with NaN is False either way), so a verdict on it would be meaningless: the
+    public doors (``estimate_log_z``, ``exact_log_z``, ``log_likelihood``, ``sample``) call this
+    first. A model without ``named_parameters``/``named_buffers`` (not a ``torch.nn.Module``) is
+    not checked. One device synchronisation per tensor, once per call.
+
+    Parameters
+    ----------
+    model : TemperedModel
+    door : str
+        The public function refusing, for the message (e.g. ``"estimate_log_z"``).
+    """
+    named = []
+    for attribute in ("named_parameters", "named_buffers"):
+        method = getattr(model, attribute, None)
+        if callable(method):
+            named.extend(method())
+    for name, tensor in named:
+        if not (tensor.is_floating_point() or tensor.is_complex()) or tensor.device.type == "meta":
+            continue
+        finite = torch.isfinite(tensor)
+        if bool(finite.all()):
+            continue
+        bad = int((~finite).sum())
+        kinds = [
+            label
+            for label, hit in (
+                ("NaN", bool(torch.isnan(tensor).any())),
+                ("+inf", bool(torch.isposinf(tensor).any())),
+                ("-inf", bool(torch.isneginf(tensor).any())),
+            )
+            if hit
+        ]
+        raise ValidationError(
+            f"{door}: the model's {name!r} holds {bad} non-finite value(s) ({', '.join(kinds)}) of "
+            f"{tensor.numel()}, so every estimate, likelihood or sample from it would be meaningless; "
+            "a training run that diverged leaves such a model: load an earlier checkpoint, or "
+            "retrain with a lower learning rate"
+        )

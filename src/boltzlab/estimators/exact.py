@@ -19,7 +19,7 @@ from boltzlab.estimators.record import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.models.base import TemperedModel
 from boltzlab.models.rbm import all_binary_states
-from boltzlab.validation import require
+from boltzlab.validation import check_finite_model, require
 
 __all__ = ["as_float64_model", "exact_log_z", "joint_log_probabilities", "joint_states"]
 
@@ -46,6 +46,7 @@ def exact_log_z(model: TemperedModel, beta: float = 1.0, *, chunk_states: int | 
         States per chunk; the default keeps the work space near 32 MB.
     """
     require(0.0 <= float(beta) <= 1.0, f"beta must be in [0, 1], got {beta}")
+    check_finite_model(model, "exact_log_z")
     closed_form = getattr(model, "exact_log_z", None)
     if closed_form is not None:  # a continuous family (models/toy.py): no states to enumerate
         return float(closed_form(float(beta)))

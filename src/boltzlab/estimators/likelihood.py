@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
+from boltzlab.errors import ValidationError
 from boltzlab.models.base import log_f_marginal
-from boltzlab.validation import as_model_data
+from boltzlab.validation import as_model_data, check_finite_model
 
 __all__ = ["log_likelihood", "log_unnormalized"]
 
 
 def log_unnormalized(model, data: Tensor, *, batch_size: int = 4096) -> Tensor:
     """``log f(v)`` (hidden units summed out, β = 1) per example; float64, shape ``(n,)``."""
+    check_finite_model(model, "log_likelihood")
     data = as_model_data(model, data, "data")
     parts = [log_f_marginal(model.marginal_terms(batch), 1.0) for batch in torch.split(data, batch_size)]
     return torch.cat(parts)
@@ -31,4 +35,6 @@ def log_likelihood(model, data: Tensor, log_z: float, *, batch_size: int = 4096)
     """
     if hasattr(log_z, "log_z"):
         log_z = log_z.log_z  # a LogZEstimate
+    if not math.isfinite(float(log_z)):
+        raise ValidationError(f"log_likelihood: log_z must be a finite number of nats, got {log_z}")
     return float(log_unnormalized(model, data, batch_size=batch_size).mean()) - float(log_z)

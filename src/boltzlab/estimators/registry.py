@@ -19,6 +19,7 @@ from boltzlab.estimators.verdict.judge import judge
 from boltzlab.estimators.verdict.lower_bound import certified_lower_bound, supports_lower_bound
 from boltzlab.models.base import TemperedModel
 from boltzlab.rng import fork, resolve_generator
+from boltzlab.validation import check_finite_model
 
 #: Chains of the verdict's lower-bound witness (docs/trust.md, "The certified lower bound").
 WITNESS_CHAINS = 1000
@@ -75,6 +76,7 @@ def estimate_log_z(
     >>> abs(ais.log_z - exact.log_z) < 5 * ais.stderr + 1e-3
     True
     """
+    check_finite_model(model, "estimate_log_z")
     record = get_record(method)
     if record.family == "exact":
         return record.run(model, **options)

@@ -68,6 +68,13 @@ class LogZEstimate:
             object.__setattr__(self, "warnings", tuple(self.warnings))
         # One invariant, whichever fields a caller set: ``reliable`` is True only when nothing
         # failed and the witness reached data; ``reliable=False`` alone means a check failed.
+        if not math.isfinite(self.log_z):
+            # Never a trusted NaN or infinity, whoever built the result: a comparison with NaN
+            # is False either way, so a check downstream could pass it.
+            reason = f"log Z is {self.log_z} (not finite): nothing can be read from it"
+            if reason not in self.warnings:
+                object.__setattr__(self, "warnings", (reason, *self.warnings))
+            object.__setattr__(self, "failed", True)
         if self.failed or self.unchecked:
             object.__setattr__(self, "reliable", False)
         elif not self.reliable:
