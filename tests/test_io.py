@@ -11,6 +11,8 @@ import json
 import os
 import pickle
 import stat
+import subprocess
+import sys
 import zipfile
 
 import numpy as np
@@ -264,3 +266,44 @@ def test_zip_with_safetensors_name_is_still_refused(tmp_path):
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("weights.npy", b"\x93NUMPY")
     _assert_refused(load_model, path, r"zip archive")
+
+
+_WRITE_ALL = """
+import sys, torch, boltzlab as bl
+from boltzlab.io import save_checkpoint
+from boltzlab.models.trajectory import Trajectory
+out = sys.argv[1]
+model = bl.RBM(n_visible=7, n_hidden=3, generator=0)
+model.set_base_rate(torch.eye(7)[:5])
+model.save(out + "/model.safetensors", metadata={"zeta": 1, "alpha": [2, 3], "mid": {"b": 1, "a": 2}})
+save_checkpoint(out + "/checkpoint.safetensors", tensors={"w": torch.arange(6.0)}, metadata={"step": 3, "name": "x", "a": None})
+Trajectory.from_models([bl.RBM(weights=s * model.weights.detach()) for s in (0.5, 1.0)]).save(out + "/trajectory.safetensors")
+"""
+
+
+def test_identical_content_gives_identical_bytes_in_separate_processes(tmp_path):
+    """Model files, checkpoints and trajectories written by two processes are byte for byte the
+    same (the safetensors library orders its metadata by a per-process hash), so a checksum of
+    a model file identifies its content."""
+    folders = []
+    for run in range(2):
+        folder = tmp_path / f"run{run}"
+        folder.mkdir()
+        subprocess.run([sys.executable, "-c", _WRITE_ALL, str(folder)], check=True, timeout=120)
+        folders.append(folder)
+    for name in ("model.safetensors", "checkpoint.safetensors", "trajectory.safetensors"):
+        first, second = ((folder / name).read_bytes() for folder in folders)
+        assert first == second, name
+        length = int.from_bytes(first[:8], "little")
+        assert length % 8 == 0
+        header = json.loads(first[8 : 8 + length])
+        assert next(iter(header)) == "__metadata__" and list(header["__metadata__"]) == sorted(
+            header["__metadata__"]
+        )
+    model = load_model(folders[0] / "model.safetensors")
+    assert model.metadata == {"zeta": 1, "alpha": [2, 3], "mid": {"b": 1, "a": 2}}
+    assert load_checkpoint(folders[1] / "checkpoint.safetensors").metadata == {
+        "step": 3,
+        "name": "x",
+        "a": None,
+    }

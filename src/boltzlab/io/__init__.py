@@ -32,6 +32,7 @@ from boltzlab.io.model_files import (
     register_model_kind,
     save_model,
 )
+from boltzlab.io.safetensors_file import serialize
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -46,5 +47,6 @@ __all__ = [
     "register_model_kind",
     "save_checkpoint",
     "save_model",
+    "serialize",
     "write_atomic",
 ]

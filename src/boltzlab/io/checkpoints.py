@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from safetensors.torch import save as safetensors_save
 from torch import Tensor
 
 from boltzlab.errors import ModelFileError
@@ -19,6 +18,7 @@ from boltzlab.io.safetensors_file import (
     cpu_copies,
     json_entry,
     read_safetensors,
+    serialize,
 )
 
 __all__ = ["CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "Checkpoint", "load_checkpoint", "save_checkpoint"]
@@ -63,7 +63,7 @@ def save_checkpoint(path: str | Path, *, tensors: dict[str, Tensor], metadata: d
             f"checkpoint metadata is not JSON-serialisable ({error}); keep only str, int, float, bool, "
             "None, lists and dicts there and put tensors in tensors="
         ) from None
-    data = safetensors_save(
+    data = serialize(
         cpu_copies(tensors, "tensors"),
         metadata={"format": CHECKPOINT_FORMAT, "format_version": str(CHECKPOINT_VERSION), "metadata": header},
     )

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save as safetensors_save
 from torch import Tensor, nn
 
 from boltzlab.errors import ModelFileError, ValidationError
@@ -32,6 +31,7 @@ from boltzlab.io.safetensors_file import (
     json_entry,
     read_safetensors,
     refuse,
+    serialize,
     short,
     torch_dtype,
 )
@@ -155,7 +155,7 @@ def save_model(model: nn.Module, path: str | Path, *, metadata: Mapping[str, Any
         "base_fitted": "true" if getattr(model, "base_fitted", False) else "false",
         "metadata": metadata_text,
     }
-    return write_atomic(path, safetensors_save(tensors, metadata=header))
+    return write_atomic(path, serialize(tensors, header))
 
 
 def _check_model_tensors(

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 from safetensors.torch import load as safetensors_load
+from safetensors.torch import save as safetensors_save
 from torch import Tensor
 
 from boltzlab.errors import ModelFileError, ValidationError
@@ -28,6 +29,7 @@ __all__ = [
     "MODEL_FORMAT",
     "MODEL_FORMAT_VERSION",
     "refuse",
+    "serialize",
     "short",
 ]
 
@@ -64,6 +66,24 @@ _SIGNATURES = (
     (b"\x93NUMPY", "a NumPy .npy array"),
     (b"\x89HDF\r\n\x1a\n", "an HDF5 file"),
 )
+
+
+def serialize(tensors: Mapping[str, Tensor], metadata: Mapping[str, str]) -> bytes:
+    """The safetensors bytes of ``tensors`` with string ``metadata``, the same bytes for the same input.
+
+    The safetensors library writes ``__metadata__`` from a hash map whose order changes from
+    process to process, so two identical runs gave files with different checksums. Here the
+    header is rewritten with the metadata keys sorted (the tensors' entries keep the library's
+    order, which is by name and offset), padded with spaces to a multiple of 8 bytes as the
+    format asks; the data section, whose offsets are relative to its own start, is untouched.
+    """
+    blob = safetensors_save(dict(tensors), metadata=dict(metadata))
+    length = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8 : 8 + length])
+    ordered = {"__metadata__": dict(sorted(header.pop("__metadata__", {}).items())), **header}
+    text = json.dumps(ordered, separators=(",", ":"), ensure_ascii=False).encode()
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + blob[8 + length :]
 
 
 def cpu_copies(tensors: Mapping[str, Tensor], what: str) -> dict[str, Tensor]:

@@ -48,12 +48,11 @@ from typing import Any
 
 import torch
 from safetensors.torch import load as safetensors_load
-from safetensors.torch import save as safetensors_save
 from torch import Tensor
 
 from boltzlab.chains import Chains
 from boltzlab.errors import ModelFileError, ValidationError
-from boltzlab.io import write_atomic
+from boltzlab.io import serialize, write_atomic
 from boltzlab.models.bipartite import CouplingSizes
 from boltzlab.models.parameters import FLOAT_DTYPES, check_dtype
 from boltzlab.models.rbm import RBM
@@ -533,7 +532,7 @@ def save_trajectory(trajectory: Trajectory, path: str | Path) -> Path:
         "n_points": str(trajectory.n_points),
         "metadata": metadata_text,
     }
-    return write_atomic(target, safetensors_save(payload, metadata=header))
+    return write_atomic(target, serialize(payload, header))
 
 
 def load_trajectory(
