@@ -185,6 +185,26 @@ def test_info_describes_the_trained_model(run_dir: Path) -> None:
     assert f"exact log Z: {exact:.6f}" in result.output
 
 
+def test_info_escapes_control_characters_and_cuts_long_metadata(tmp_path: Path) -> None:
+    """Metadata is untrusted: a terminal must not receive its escape sequences, nor 20 MB of it."""
+    path = tmp_path / "hostile.safetensors"
+    title = "\x1b]0;pwned\x07\x1b[2J\u202eevil\x9b"
+    bl.RBM(n_visible=4, n_hidden=2, generator=0).save(
+        path, metadata={"title": title, "big": "y" * 20_000_000, "ke\x1by": ["\x1b[31m"]}
+    )
+    result = invoke("info", path)
+    assert result.exit_code == 0, result.output
+    assert not any((0x00 <= ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0 for c in result.output)
+    assert "\u202e" not in result.output
+    assert "title: \\x1b]0;pwned\\x07\\x1b[2J\\u202eevil\\x9b" in result.output
+    assert "ke\\x1by: " in result.output
+    assert "… (20,000,000 characters, first 200 shown)" in result.output
+    assert len(result.output) < 5_000
+    # --json keeps every character, escaped by the JSON encoder.
+    shown = json.loads(invoke("info", path, "--json").output)
+    assert shown["metadata"]["title"] == title and len(shown["metadata"]["big"]) == 20_000_000
+
+
 def _printed_log_z(output: str) -> tuple[float, float]:
     match = re.search(r"log Z = (-?[\d.]+)(?: ± ([\d.]+))?", output)
     assert match, output

@@ -7,6 +7,7 @@ readable line from the library's own message.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ __all__ = [
     "format_table",
     "load_model_file",
     "operator_params",
+    "printable",
     "report_written",
 ]
 
@@ -40,6 +42,8 @@ THREADS_KEY = "boltzlab.threads"
 _SMALL_MODEL_WEIGHTS = 65_536
 # Exact log Z enumerates 2^min(layer sizes) states; above this it takes too long to offer.
 MAX_EXACT_UNITS = 25
+#: Characters of an untrusted string (model metadata, a path, a data name) the text output shows.
+PRINTED_CHARACTERS = 200
 
 
 def _remember_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -228,3 +232,26 @@ def format_table(header: list[str], rows: list[list[str]], *, indent: str = "  "
         return (indent + "   ".join([first, *rest])).rstrip()
 
     return "\n".join([line(header), *(line(row) for row in rows)])
+
+
+def printable(value: object, *, limit: int = PRINTED_CHARACTERS) -> str:
+    """``str(value)`` made safe for a terminal: control characters escaped, long text cut.
+
+    Model metadata, file names and data names come from files anyone may have written. A
+    terminal obeys escape sequences in them (``ESC]0;…BEL`` sets the window title, ``ESC[2J``
+    clears the screen), and a 20 MB string would fill the scroll-back. So every character of
+    Unicode category ``C*`` (C0 and C1 controls, DEL, format characters such as the
+    bidirectional overrides, unassigned and private-use code points) is written as a Python
+    escape (``\\x1b``, ``\\u202e``) and the text is cut after ``limit`` characters, saying how
+    long it was. ``--json`` output is escaped by the JSON encoder instead and is not cut.
+    """
+    text = str(value)
+    cut = len(text) > limit
+    shown = text[:limit] if cut else text
+    escaped = "".join(
+        character.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(character).startswith("C")
+        else character
+        for character in shown
+    )
+    return f"{escaped}… ({len(text):,} characters, first {limit:,} shown)" if cut else escaped

@@ -47,6 +47,7 @@ from boltzlab.cli.common import (
     load_model_file,
     operator_help,
     operator_params,
+    printable,
     verdict_word,
 )
 from boltzlab.cli.comparison import disagreement_lines, sandwich_line
@@ -507,9 +508,9 @@ def evaluate(
     )
     cap = CostCap(default_cap(model) if max_cost is None else (max_cost or None))
     echo = (lambda _text: None) if as_json else click.echo
-    echo(f"model: {model_path} ({describe_model(model)})")
+    echo(f"model: {printable(model_path)} ({describe_model(model)})")
     raise_note = f"; RAISE uses {prepared.held_out_description}" if "raise" in chosen else ""
-    echo(f"data: {prepared.dataset.name}{raise_note}")
+    echo(f"data: {printable(prepared.dataset.name)}{raise_note}")
     if trajectory is not None:
         echo(f"trajectory: {trajectory}")
     held = [method for method in chosen if cap.holds(method)]

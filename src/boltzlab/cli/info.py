@@ -25,6 +25,7 @@ from boltzlab.cli.common import (
     format_seconds,
     format_table,
     load_model_file,
+    printable,
 )
 from boltzlab.cli.json_output import echo_json
 from boltzlab.errors import BoltzlabError
@@ -47,11 +48,12 @@ def _flatten(metadata: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]
 
 
 def _show(value: Any) -> str:
+    """A metadata value as the text output prints it: untrusted, so through :func:`printable`."""
     if isinstance(value, float):
         return f"{value:.6g}"
     if isinstance(value, str):
-        return value
-    return json.dumps(value)
+        return printable(value)
+    return printable(json.dumps(value, ensure_ascii=False))
 
 
 _STATISTICS = ("min", "max", "mean", "std", "norm")
@@ -176,7 +178,7 @@ def info(model_path: Path, as_json: bool) -> None:
         echo_json(_info_record(model_path, model, kind))
         return
     sizes = model.layer_sizes
-    click.echo(f"file: {model_path}")
+    click.echo(f"file: {printable(model_path)}")
     click.echo(f"kind: {kind} ({type(model).__name__})")
     click.echo(f"layers: {' × '.join(map(str, sizes))} (visible first)")
     click.echo(f"dtype: {str(model.dtype).removeprefix('torch.')}")
@@ -191,7 +193,7 @@ def info(model_path: Path, as_json: bool) -> None:
     if metadata:
         click.echo("metadata:")
         for key, value in metadata:
-            click.echo(f"  {key}: {_show(value)}")
+            click.echo(f"  {printable(key)}: {_show(value)}")
     smaller = min(sizes)
     if smaller <= MAX_EXACT_UNITS:
         exact = _exact(model)

@@ -46,6 +46,7 @@ from boltzlab.cli.common import (
     load_model_file,
     operator_help,
     operator_params,
+    printable,
     refuse_data_file_options_without_data,
 )
 from boltzlab.cli.json_output import echo_json, estimate_record
@@ -156,7 +157,8 @@ def prepare_data(
     else:
         model.set_base_rate(dataset.train)
         click.echo(
-            f"base: base-rate base fitted to {dataset.name} ({dataset.train.shape[0]} examples)", err=True
+            f"base: base-rate base fitted to {printable(dataset.name)} ({dataset.train.shape[0]} examples)",
+            err=True,
         )
     # RAISE wants examples the model was not trained on: test, else validation, else training.
     candidates = (("test", dataset.test), ("validation", dataset.valid), ("training", dataset.train))
@@ -408,7 +410,7 @@ def logz(model_path: Path, method: str, seed: int, as_json: bool, **flags: Any) 
         options["check_data"] = prepared.dataset.train
 
     if not as_json:
-        click.echo(f"model: {model_path} ({describe_model(model)})")
+        click.echo(f"model: {printable(model_path)} ({describe_model(model)})")
     if method != "exact" and not getattr(model, "base_fitted", True):
         click.echo(
             "warning: the model's base was never fitted to data, so the estimator starts from a uniform base "

@@ -46,6 +46,7 @@ from boltzlab.cli.common import (
     operator_help,
     operator_params,
     parse_image_shape,
+    printable,
     report_written,
 )
 from boltzlab.cli.json_output import echo_json, estimate_diagnostics
@@ -338,7 +339,7 @@ def sample(model_path: Path, as_json: bool, **options: Any) -> None:
     # Built here, so a bad name fails before the progress bar starts.
     operator = operators.get(options["operator"], **operator_params(options["operator"], options["alpha"]))
     echo = (lambda _text: None) if as_json else click.echo
-    echo(f"model: {model_path} ({describe_model(model)})")
+    echo(f"model: {printable(model_path)} ({describe_model(model)})")
     summary, result = None, None
     started = time.perf_counter()
     if sampler == "plain":

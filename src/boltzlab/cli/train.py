@@ -43,6 +43,7 @@ from boltzlab.cli.common import (
     load_data,
     operator_help,
     operator_params,
+    printable,
     report_written,
 )
 from boltzlab.cli.config import recorded_options, write_config
@@ -418,7 +419,7 @@ def train(**options: Any) -> None:
     main = distributed.topology().is_main  # under torchrun, rank 0 alone writes
     written = [] if latest is not None or not main else [record_config()]
     click.echo(
-        f"training {shape} on {dataset.name} "
+        f"training {shape} on {printable(dataset.name)} "
         f"({dataset.train.shape[0]} examples) with {options['algorithm']}-{options['k']} "
         f"and the {options['operator']} operator; writing to {out}/"
     )
