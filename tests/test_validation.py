@@ -17,6 +17,7 @@ import torch
 
 import boltzlab as bl
 from boltzlab.errors import BoltzlabError, ValidationError
+from boltzlab.models.gaussian_rbm import GaussianRBM
 from boltzlab.validation import (
     as_binary_tensor,
     as_model_data,
@@ -199,3 +200,25 @@ def test_chains_of_another_dtype_get_one_error_naming_both_and_the_fix(operator)
         ValidationError, match=r"torch\.float64 on cpu but the model is torch\.float32.*chains\.to"
     ):
         bl.operators.get(operator).step(model, chains, generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize(
+    ("device", "match"),
+    [
+        ("gpu", "'gpu' is not a device torch knows"),
+        ("meta", "holds shapes but no values"),
+        pytest.param(
+            "cuda",
+            "asks for a GPU, but this PyTorch sees none",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here"),
+        ),
+    ],
+)
+def test_models_refuse_a_device_they_cannot_use(device: str, match: str) -> None:
+    for build in (
+        lambda: bl.RBM(n_visible=3, n_hidden=2, device=device),
+        lambda: bl.DBM(layer_sizes=[3, 2, 2], device=device),
+        lambda: GaussianRBM(n_visible=3, n_hidden=2, device=device),
+    ):
+        with pytest.raises(ValidationError, match=match):
+            build()

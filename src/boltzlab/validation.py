@@ -18,6 +18,7 @@ __all__ = [
     "as_model_data",
     "as_real_tensor",
     "check_chains_match",
+    "check_device",
     "check_finite_model",
     "check_nonnegative_int",
     "check_positive_int",
@@ -220,3 +221,37 @@ def check_finite_model(model: Any, door: str) -> None:
             "a training run that diverged leaves such a model: load an earlier checkpoint, or "
             "retrain with a lower learning rate"
         )
+
+
+def check_device(device: Any, name: str = "device") -> torch.device:
+    """``device`` as a :class:`torch.device` this process can use, or one error that says why not.
+
+    torch's own messages for a device it cannot use are about shared libraries ("Cannot get
+    CUDA generator without ATen_cuda library") or list twenty device types; this names what was
+    asked for, what the machine has and the fix.
+    """
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValidationError(
+            f"{name} {device!r} is not a device torch knows; use 'cpu', 'cuda' or 'cuda:N' (an NVIDIA GPU), or 'mps'"
+        ) from None
+    if resolved.type == "meta":
+        raise ValidationError(f"{name} 'meta' holds shapes but no values; use 'cpu' or 'cuda'")
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValidationError(
+                f"{name} {device!r} asks for a GPU, but this PyTorch sees none (torch.cuda.is_available() is "
+                f"False; torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'}); use device='cpu', "
+                "or install a CUDA build of torch on a machine with an NVIDIA GPU"
+            )
+        count = torch.cuda.device_count()
+        if resolved.index is not None and resolved.index >= count:
+            raise ValidationError(
+                f"{name} {device!r}: this machine has {count} CUDA device(s), numbered 0 to {count - 1}"
+            )
+    if resolved.type == "mps" and not torch.backends.mps.is_available():
+        raise ValidationError(
+            f"{name} {device!r}: Apple's MPS backend is not available here; use device='cpu'"
+        )
+    return resolved

@@ -326,7 +326,7 @@ def test_ais_with_decelerated_varopt_agrees_with_enumeration():
     assert torch.equal(info.schedule, schedule_info.betas)
     assert float(info.schedule.diff().max()) <= 0.006 * (1 + 1e-12)
     assert schedule_info.pilot_log_ess.shape == (201,)
-    assert result.cost_sweeps == 200 * 999 + 100 * 199
+    assert result.cost_sweeps == 200 * 999 + 100 * 199 + 200 * 249  # full run, pilot, schedule check
     with pytest.raises(dataclasses.FrozenInstanceError):
         schedule_info.name = "x"  # type: ignore[misc]
 

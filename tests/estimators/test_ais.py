@@ -156,8 +156,10 @@ def test_result_and_info_contract():
         model, method="ais", n_chains=13, n_temperatures=300, schedule="linear", generator=2
     )
     assert result.method == "ais" and result.bound == "lower"
-    assert result.cost_sweeps == 13 * 299
     info = result.info
+    # The schedule check: 13 chains on every 4th of the 300 temperatures (76 βs, 75 steps).
+    assert info.schedule_check.n_steps == 75 and info.schedule_check.n_full_steps == 300
+    assert result.cost_sweeps == 13 * 299 + 13 * 74 == 13 * 299 + info.schedule_check.cost_sweeps
     assert isinstance(info, AISInfo)
     with pytest.raises(dataclasses.FrozenInstanceError):
         info.ess = 1.0  # type: ignore[misc]
@@ -215,7 +217,7 @@ def test_defaults_are_accurate_on_a_small_model():
     assert abs(result.z_score(exact)) < 4, f"{result} vs exact {exact:.4f}"
     assert torch.equal(result.info.schedule, sm08())
     assert result.info.n_chains == 100 and result.info.operator == "gibbs"
-    assert result.cost_sweeps == 100 * 14_499
+    assert result.cost_sweeps == 100 * 14_499 + 100 * 3_624  # and the schedule check on every 4th β
 
 
 @pytest.mark.slow

@@ -170,7 +170,9 @@ def test_pilot_cost_is_counted_and_points_follow_the_length():
     info = result.info
     assert info.pilot_cost_sweeps > 0
     n_increments = info.n_distributions - 1
-    assert result.cost_sweeps == 50 * (n_increments - 1) + info.pilot_cost_sweeps
+    coarse = info.schedule_check
+    assert coarse.n_full_steps == n_increments and coarse.cost_sweeps == 50 * (coarse.n_steps - 1)
+    assert result.cost_sweeps == 50 * (n_increments - 1) + info.pilot_cost_sweeps + coarse.cost_sweeps
     lengths, steps = info.segment_lengths, info.steps_per_segment.to(torch.float64)
     assert bool((steps >= 1).all())
     # Steps are allocated in proportion to the measured length (rounding aside).

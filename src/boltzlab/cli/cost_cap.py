@@ -13,8 +13,9 @@ numbers on every machine. Where it binds, the command says what it cut; the verd
 what ran.
 
 How each method is held to it, where the caller left the budget to the method:
-- AIS's chain budget (``n_chains`` unset): ``max_chains`` = cap / K in whole rounds of
-  :data:`~boltzlab.estimators.annealing.chain_budget.DEFAULT_CHAINS`, at least one;
+- AIS's chain budget (``n_chains`` unset): ``max_chains`` = cap / (K + ⌈K/4⌉) in whole rounds
+  of :data:`~boltzlab.estimators.annealing.chain_budget.DEFAULT_CHAINS`, at least one, counting
+  the schedule check's coarse rerun of as many chains;
 - RAISE: fewer held-out examples (at least :data:`MIN_RAISE_EXAMPLES`), counting its
   schedule check's coarse rerun;
 - RTS, TS, TI, TI-RB and MBAR (their temperature route): the tempered budget keeps its first
@@ -34,8 +35,8 @@ from typing import Any
 from torch import nn
 
 from boltzlab.estimators.annealing.chain_budget import DEFAULT_CHAINS, DEFAULT_MAX_CHAINS, budget_runs
-from boltzlab.estimators.annealing.options import RAISEOptions
-from boltzlab.estimators.annealing.raise_ import SCHEDULE_CHECK_MIN_TEMPERATURES, SCHEDULE_CHECK_STRIDE
+from boltzlab.estimators.annealing.options import AISOptions, RAISEOptions
+from boltzlab.estimators.annealing.schedule_check import SCHEDULE_CHECK_STRIDE, is_checked
 from boltzlab.estimators.annealing.schedules import DEFAULT_N_TEMPERATURES
 from boltzlab.estimators.record import get_record
 from boltzlab.estimators.tempered.budget import DEFAULT_MAX_SWEEPS
@@ -100,18 +101,20 @@ class CostCap:
         if method == "ais" and budget_runs(options) and options.get("max_chains") is None:
             # Whole rounds of the first round's size: a round's time is set by its K temperatures,
             # one after another, so a last round of a few chains costs nearly a full one.
-            chains = max(DEFAULT_CHAINS, cap // temperatures // DEFAULT_CHAINS * DEFAULT_CHAINS)
+            steps = temperatures + _coarse_steps(
+                options.get("schedule_check", AISOptions.schedule_check), temperatures
+            )
+            chains = max(DEFAULT_CHAINS, cap // steps // DEFAULT_CHAINS * DEFAULT_CHAINS)
             if chains < DEFAULT_MAX_CHAINS:
                 return {**options, "max_chains": chains}, (
                     f"ais: chain budget capped at {chains:,} chains (of {DEFAULT_MAX_CHAINS:,}) × "
-                    f"{temperatures:,} temperatures{_over(chains * temperatures, cap)}"
+                    f"{temperatures:,} temperatures{_over(chains * steps, cap)}"
                 )
         if method == "raise" and not examples_given and options.get("data") is not None:
             data = options["data"]
-            steps = temperatures
-            checked = options.get("schedule_check", RAISEOptions.schedule_check)
-            if checked and temperatures >= SCHEDULE_CHECK_MIN_TEMPERATURES:
-                steps += -(-temperatures // SCHEDULE_CHECK_STRIDE)  # the coarse rerun's ⌈K/stride⌉
+            steps = temperatures + _coarse_steps(
+                options.get("schedule_check", RAISEOptions.schedule_check), temperatures
+            )
             per_example = int(options.get("n_chains") or RAISEOptions.n_chains) * steps
             examples = max(MIN_RAISE_EXAMPLES, cap // per_example)
             if examples < data.shape[0]:
@@ -135,3 +138,8 @@ class CostCap:
 
 #: No cap: every method's own defaults.
 NO_CAP = CostCap(None)
+
+
+def _coarse_steps(checked: bool, temperatures: int) -> int:
+    """Steps per chain of a schedule check's coarse rerun, ``⌈K/stride⌉`` (0 when it does not run)."""
+    return -(-temperatures // SCHEDULE_CHECK_STRIDE) if is_checked(bool(checked), temperatures) else 0

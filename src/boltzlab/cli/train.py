@@ -24,6 +24,7 @@ bound every N updates (``log Z`` exact when enumerable, else by AIS).
 
 from __future__ import annotations
 
+import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,7 @@ from boltzlab.cli.run_outputs import (
     write_plots,
 )
 from boltzlab.errors import ValidationError
+from boltzlab.io.run_lock import read_run_id, run_folder, write_run_id
 from boltzlab.models.dbm import DBM
 from boltzlab.models.rbm import RBM
 from boltzlab.models.trajectory import TRAJECTORY_FILE
@@ -384,12 +386,21 @@ def train(**options: Any) -> None:
     options["epochs"], options["updates"] = run_length(ctx, options["epochs"], options["updates"])
     out: Path = options["out"]
     checkpoints = out / "checkpoints"
+    main = distributed.topology().is_main  # under torchrun, rank 0 alone writes
+    if main:
+        # One run per folder (io/run_lock.py): claimed before anything in it is read or written,
+        # so a second run is refused before it can touch config.toml; released when the command
+        # ends (the operating system releases it if the process is killed).
+        ctx.with_resource(run_folder(out))
     latest = find_latest_checkpoint(checkpoints) if checkpoints.is_dir() else None
     if latest is not None and not options["resume"]:
         raise ValidationError(
             f"{out} already holds a run (checkpoint {latest.name}); pass --resume to continue it "
             "or choose another --out"
         )
+    # The run's identity (run.json): every checkpoint carries it, and --resume refuses a
+    # checkpoint of another run (one copied here from another folder).
+    run_id = read_run_id(out) if latest is not None else secrets.token_hex(8)
     params = operator_params(options["operator"], options["alpha"])
     phase_params = algorithm_params(options["algorithm"], options)
     dataset = load_data(options["data"], root=options["data_root"], seed=options["seed"], options=options)
@@ -416,7 +427,8 @@ def train(**options: Any) -> None:
 
     # A fresh run records its options first, so even a killed run keeps them; a resumed run
     # only once it has succeeded, so a refused resume leaves the old record alone.
-    main = distributed.topology().is_main  # under torchrun, rank 0 alone writes
+    if latest is None and main:
+        write_run_id(out, run_id)
     written = [] if latest is not None or not main else [record_config()]
     click.echo(
         f"training {shape} on {printable(dataset.name)} "
@@ -457,6 +469,7 @@ def train(**options: Any) -> None:
         witness_rows=options["witness_rows"],
         snapshot_dir=out,
         chain_blocks=options["chain_blocks"],
+        run_id=run_id,
     )
     if not main:
         return

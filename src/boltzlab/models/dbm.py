@@ -57,7 +57,7 @@ from boltzlab.models.dbm_enumeration import DBMParameters64, enumerate_parity_lo
 from boltzlab.models.files import ModelFile, dbm_kind
 from boltzlab.models.parameters import check_dtype, check_finite, normal_weights, parameter_vector
 from boltzlab.rng import resolve_generator, sample_bernoulli
-from boltzlab.validation import as_binary_tensor, check_positive_int, require
+from boltzlab.validation import as_binary_tensor, check_device, check_positive_int, require
 
 __all__ = ["DBM", "MeanFieldResult", "check_layer_sizes", "mean_field_fixed_point"]
 
@@ -129,7 +129,7 @@ class DBM(BaseRateModel, ModelFile, nn.Module):
     ) -> None:
         super().__init__()
         check_dtype(dtype)
-        device = torch.device(device)
+        device = check_device(device)
         sizes = None if layer_sizes is None else check_layer_sizes(layer_sizes)
         if weights is not None:
             matrices = self._check_weights(weights, sizes)

@@ -65,7 +65,7 @@ from boltzlab.models.gaussian_rbm_exact import (
 )
 from boltzlab.models.parameters import check_dtype
 from boltzlab.rng import randn, resolve_generator, sample_bernoulli
-from boltzlab.validation import as_real_tensor, require
+from boltzlab.validation import as_real_tensor, check_device, require
 
 __all__ = ["GaussianConditional", "GaussianRBM", "as_real_tensor"]
 
@@ -161,7 +161,7 @@ class GaussianRBM(BipartiteModel, nn.Module):
         weight_std: float = 0.01,
     ) -> None:
         super().__init__()
-        device = torch.device(device)
+        device = check_device(device)
         self._init_bipartite(
             n_visible,
             n_hidden,

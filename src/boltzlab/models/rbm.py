@@ -35,7 +35,7 @@ from boltzlab.models.files import rbm_kind
 from boltzlab.models.parameters import check_dtype
 from boltzlab.models.witness import WitnessRows
 from boltzlab.numerics import softplus
-from boltzlab.validation import require
+from boltzlab.validation import check_device, require
 
 __all__ = ["RBM", "all_binary_states"]
 
@@ -144,7 +144,7 @@ class RBM(WitnessRows, BaseRateModel, BipartiteModel, nn.Module):
         weight_std: float = 0.01,
     ) -> None:
         super().__init__()
-        device = torch.device(device)
+        device = check_device(device)
         self._init_bipartite(
             n_visible,
             n_hidden,

@@ -38,7 +38,7 @@ from boltzlab.models.base import MarginalTerms, chains_at
 from boltzlab.models.parameters import check_dtype
 from boltzlab.models.toy_exact import MixtureParameters, exact_log_z, sample_line_coordinates
 from boltzlab.rng import randn, resolve_generator
-from boltzlab.validation import check_positive_int, check_probability, require
+from boltzlab.validation import check_device, check_positive_int, check_probability, require
 
 __all__ = ["GaussianMixtureFamily"]
 
@@ -154,7 +154,7 @@ class GaussianMixtureFamily(nn.Module):
             log_z = 0.5 * dimension * math.log(2.0 * math.pi * self.component_std**2)
         require(math.isfinite(float(log_z)), f"log_z must be finite, got {log_z!r}")
         self.log_z = float(log_z)
-        device = torch.device(device)
+        device = check_device(device)
         # Stored in the chains' dtype (so .to() moves them like any module); every use
         # upcasts and renormalises them in float64, so densities, gradients, exact samples
         # and exact log Z all refer to one and the same distribution.

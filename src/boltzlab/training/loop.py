@@ -14,6 +14,7 @@ that check, so none ever holds NaN or inf.
 
 from __future__ import annotations
 
+import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,7 @@ class TrainingLoop:
         run_dir: Path | None,
         parallel: DataParallel | None = None,
         optimizer: str = "sgd",
+        run_id: str | None = None,
     ) -> None:
         self._model = model
         self._data = data
@@ -111,6 +113,10 @@ class TrainingLoop:
         # Number of updates, since the last check, after which every parameter was finite.
         self.finite_count = torch.zeros((), dtype=torch.int64, device=data.device)
         self.checked_update = 0
+        # The run's identity, written into every checkpoint: given (the CLI keeps one per run
+        # folder), else a new one for a fresh run, else the resumed checkpoint's.
+        self.requested_run_id = run_id
+        self.run_id = run_id or ""
 
     # ------------------------------------------------------------------ RunView
     @property
@@ -161,6 +167,7 @@ class TrainingLoop:
             base_fitted=bool(getattr(self._model, "base_fitted", False)),
             callback_states=self._callback_states(),
             data_fingerprint=data_fingerprint(self._data),
+            run_id=self.run_id,
         )
         return encode_train_state(state, config=self._config, phase=self.phase)
 
@@ -216,6 +223,7 @@ class TrainingLoop:
 
     # ------------------------------------------------------------------ start
     def start_fresh(self) -> None:
+        self.run_id = self.requested_run_id or secrets.token_hex(8)
         if self._config.fit_base_rate and hasattr(self._model, "set_witness"):
             self._model.set_base_rate(self._data, witness_rows=self._config.witness_rows)
         elif self._config.fit_base_rate and hasattr(self._model, "set_base_rate"):
@@ -237,6 +245,13 @@ class TrainingLoop:
         if different:
             raise ValidationError(f"cannot resume from {path}: settings differ ({'; '.join(different)})")
         state = decode_train_state(checkpoint, phase=self.phase, model=self._model, source=str(path))
+        if self.requested_run_id and state.run_id and state.run_id != self.requested_run_id:
+            raise ValidationError(
+                f"cannot resume from {path}: it belongs to run {state.run_id}, and this run is "
+                f"{self.requested_run_id}; a checkpoint copied from another run's folder cannot "
+                "continue this one (start a new run, or resume in the folder the checkpoint came from)"
+            )
+        self.run_id = state.run_id or self.requested_run_id or secrets.token_hex(8)
         if state.data_fingerprint != data_fingerprint(self._data):
             raise ValidationError(
                 f"cannot resume from {path}: the training data differ from the checkpoint's "

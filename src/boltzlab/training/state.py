@@ -194,6 +194,9 @@ class TrainState:
         JSON state of stateful callbacks (e.g. early stopping), keyed by position and class.
     data_fingerprint : dict
         Size and a weighted checksum of the training data, to refuse resuming on other data.
+    run_id : str
+        The run's identity (``""`` in checkpoints written before it existed): a run resumes
+        only its own checkpoints (:class:`~boltzlab.training.loop.TrainingLoop`).
     """
 
     update: int
@@ -210,6 +213,7 @@ class TrainState:
     base_fitted: bool
     callback_states: dict[str, Any]
     data_fingerprint: dict[str, Any]
+    run_id: str = ""
 
 
 def checkpoint_path(directory: str | Path, update: int) -> Path:
@@ -278,6 +282,7 @@ def encode_train_state(state: TrainState, *, config: TrainConfig, phase: Negativ
         "base_fitted": state.base_fitted,
         "callbacks": state.callback_states,
         "data": state.data_fingerprint,
+        "run": state.run_id,
     }
     return Checkpoint(tensors=tensors, metadata=metadata)
 
@@ -315,6 +320,7 @@ def decode_train_state(
             base_fitted=bool(metadata["base_fitted"]),
             callback_states=dict(metadata.get("callbacks", {})),
             data_fingerprint=dict(metadata["data"]),
+            run_id=str(metadata.get("run", "")),
         )
     except KeyError as error:
         raise ModelFileError(f"{source} is missing {error} (corrupt or foreign checkpoint)") from None

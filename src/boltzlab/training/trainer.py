@@ -26,6 +26,7 @@ from boltzlab import distributed
 from boltzlab import operators as operator_registry
 from boltzlab.errors import ValidationError
 from boltzlab.io import load_checkpoint
+from boltzlab.io.run_lock import claim_run_folder
 from boltzlab.models.witness import DEFAULT_WITNESS_ROWS, check_witness_rows
 from boltzlab.rng import resolve_generator
 from boltzlab.training.callbacks import (
@@ -100,6 +101,7 @@ def train(
     snapshots: int | None = DEFAULT_MAX_SNAPSHOTS,
     snapshot_dir: str | Path | None = None,
     chain_blocks: int | None = None,
+    run_id: str | None = None,
 ) -> TrainResult:
     """Train ``model`` on binary ``data`` by CD-k or PCD-k with any transition operator.
 
@@ -198,6 +200,12 @@ def train(
         minibatch, chains and ``chain_blocks`` give the same parameters on any number of
         processes, up to float rounding (:mod:`boltzlab.training.data_parallel`). Only
         rank 0 writes the metrics, snapshots and checkpoints.
+    run_id : str, optional
+        The run's identity, written into every checkpoint (default: a new random one for a
+        fresh run, the checkpoint's for a resumed one). Given with ``resume=True``, a
+        checkpoint of another run is refused (``boltzlab train`` keeps one per run folder).
+        ``checkpoint_dir`` is claimed for the run's duration (:mod:`boltzlab.io.run_lock`): a
+        second run into the same folder is refused while the first is alive.
 
     Returns
     -------
@@ -255,9 +263,22 @@ def train(
         snapshot_dir=snapshot_dir,
         chain_blocks=chain_blocks,
     )
-    loop, recorder = _assemble(model, settings)
-    _open(loop, settings)
-    result = loop.run()
+    if run_id is not None and not (isinstance(run_id, str) and run_id.isalnum()):
+        raise ValidationError(f"run_id must be a non-empty string of letters and digits, got {run_id!r}")
+    # One run per checkpoint folder, claimed before anything there is read or written; rank 0
+    # alone writes it under torchrun.
+    claimed = (
+        claim_run_folder(settings.checkpoint_dir)
+        if settings.checkpoint_dir is not None and distributed.topology().is_main
+        else None
+    )
+    try:
+        loop, recorder = _assemble(model, settings, run_id)
+        _open(loop, settings)
+        result = loop.run()
+    finally:
+        if claimed is not None:
+            claimed.release()
     if recorder is None:
         return result
     return dataclasses.replace(result, trajectory=recorder.trajectory())
@@ -447,7 +468,9 @@ def _check_snapshots(snapshots: Any) -> int | None:
     return snapshots
 
 
-def _assemble(model: nn.Module, settings: _Settings) -> tuple[TrainingLoop, SnapshotRecorder | None]:
+def _assemble(
+    model: nn.Module, settings: _Settings, run_id: str | None = None
+) -> tuple[TrainingLoop, SnapshotRecorder | None]:
     """The training loop with its callbacks in order, and the snapshot recorder if any.
 
     Order: exact tracking, the caller's callbacks, then the writers (CSV, progress bar,
@@ -489,6 +512,7 @@ def _assemble(model: nn.Module, settings: _Settings) -> tuple[TrainingLoop, Snap
         run_dir=run_dir,
         parallel=settings.parallel,
         optimizer=settings.optimizer,
+        run_id=run_id,
     )
     return loop, recorder
 

@@ -7,7 +7,9 @@ weights in float64 (docs/algorithms.md §4.1–4.2, §4.7, §5):
 - :mod:`~boltzlab.estimators.annealing.chain_budget`: more chains until the checks pass, and
   the family's part of the verdict;
 - :mod:`~boltzlab.estimators.annealing.anchored`: anchored AIS (``"anchored-ais"``);
-- :mod:`~boltzlab.estimators.annealing.raise_`: reverse AIS (``"raise"``) and its schedule check;
+- :mod:`~boltzlab.estimators.annealing.raise_`: reverse AIS (``"raise"``);
+- :mod:`~boltzlab.estimators.annealing.schedule_check`: the same run on every fourth step, whose
+  shift estimates the bias the error bars leave out (AIS, trajectory AIS, RAISE);
 - :mod:`~boltzlab.estimators.annealing.options`: the typed options each of them checks once;
 - :mod:`~boltzlab.estimators.annealing.schedules` and ``adaptive_schedules``: fixed and
   measured β schedules (VAROPT, GMS13, deceleration);

@@ -35,6 +35,7 @@ same way for AIS, anchored AIS (:func:`run_ais`) and RAISE
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,19 +56,27 @@ from boltzlab.estimators.annealing.chain_budget import (
 )
 from boltzlab.estimators.annealing.increments import (
     add_log_f_increment_,
+    check_finite_log_weights,
     operator_name,
     reads_current_state,
     redraw_summed_group,
     warn_if_uniform_base,
 )
 from boltzlab.estimators.annealing.options import AISOptions, AnnealingOptions
+from boltzlab.estimators.annealing.schedule_check import (
+    SCHEDULE_CHECK_STREAM,
+    SCHEDULE_CHECK_STRIDE,
+    CoarseRun,
+    coarsened,
+    is_checked,
+)
 from boltzlab.estimators.record import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.verdict.lower_bound import LowerBound
 from boltzlab.models.base import TemperedModel
 from boltzlab.numerics import ess, log_mean_exp, log_mean_exp_stderr
 from boltzlab.operators.base import Operator
-from boltzlab.rng import resolve_generator
+from boltzlab.rng import fork, resolve_generator
 
 __all__ = ["AISInfo", "AnnealingStart", "ais"]
 
@@ -108,6 +117,10 @@ class AISInfo:
         the target: ``mean(w·φ(x)) → Z·E_p[φ]`` (what :mod:`boltzlab.estimators.annealing.anchored` uses).
     budget : ChainBudget or None
         The chain budget's rounds, the error bar after each and why it stopped.
+    schedule_check : CoarseRun or None
+        As many independent chains annealed on every fourth temperature
+        (:mod:`boltzlab.estimators.annealing.schedule_check`); ``None`` when turned off or when
+        the schedule is too short to coarsen.
     """
 
     log_weights: Tensor
@@ -119,6 +132,7 @@ class AISInfo:
     schedule_info: ScheduleInfo | None = None
     final_chains: Chains | None = None
     budget: ChainBudget | None = None
+    schedule_check: CoarseRun | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +220,7 @@ def ais(
     max_chains: int | None = AISOptions.max_chains,
     target_stderr: float | None = AISOptions.target_stderr,
     lower_bound: LowerBound | None = AISOptions.lower_bound,
+    schedule_check: bool = AISOptions.schedule_check,
     **unknown: Any,
 ) -> LogZEstimate:
     """Estimate ``log Z`` by annealed importance sampling from the model's base.
@@ -259,13 +274,19 @@ def ais(
     lower_bound : LowerBound, optional
         A certified lower bound on ``log Z``; the chain budget also grows while the estimate
         sits below it (``estimate_log_z`` passes its verdict's witness when the budget runs).
+    schedule_check : bool, default True
+        Also anneal as many independent chains on every fourth temperature (a quarter more
+        sweeps; schedules under 40 temperatures are not checked): the shift between the two
+        runs estimates the bias the error bar leaves out, which the verdict adds to the error
+        bar or, beyond a nat, flags (:mod:`boltzlab.estimators.annealing.schedule_check`).
 
     Returns
     -------
     LogZEstimate
         ``log_z = log mean exp(log w)`` in nats; ``stderr`` by the delta method
         (``std(w / mean w) / sqrt(M)``); ``bound="lower"``; ``cost_sweeps = M·(K − 1)``
-        plus the adaptive schedule's measuring sweeps; ``info`` an :class:`AISInfo`.
+        plus the adaptive schedule's measuring sweeps and the schedule check's; ``info`` an
+        :class:`AISInfo`.
 
     Raises
     ------
@@ -297,6 +318,7 @@ def ais(
             "max_chains": max_chains,
             "target_stderr": target_stderr,
             "lower_bound": lower_bound,
+            "schedule_check": schedule_check,
             **unknown,
         },
         "AIS",
@@ -317,24 +339,45 @@ def run_ais(
     start = start_annealing(model, options, generator)
     schedule_info = start.schedule_info
     betas = schedule_info.betas
+    checked = is_checked(options.schedule_check, betas.numel() - 1)
+    # Forked before the full run draws: its draws are the same with or without the check.
+    check_start = dataclasses.replace(start, generator=fork(start.generator, SCHEDULE_CHECK_STREAM))
 
-    def run_round(chains: int) -> tuple[Tensor, Tensor | None, Chains]:
+    def run_on(
+        on: AnnealingStart, ladder: Tensor, chains: int, record_ess: bool
+    ) -> tuple[Tensor, Tensor | None, Chains]:
         if options.blocks is None and not distributed.topology().active:
             return _anneal(
                 model,
-                start.transition,
-                betas,
+                on.transition,
+                ladder,
                 n_chains=chains,
-                generator=start.generator,
-                record_ess=options.record_ess,
-                refresh_summed=start.refresh,
+                generator=on.generator,
+                record_ess=record_ess,
+                refresh_summed=on.refresh,
             )
         return _anneal_sharded(
-            model, start, betas, n_chains=chains, blocks=options.blocks, record_ess=options.record_ess
+            model, on, ladder, n_chains=chains, blocks=options.blocks, record_ess=record_ess
         )
+
+    def run_round(chains: int) -> tuple[Tensor, Tensor | None, Chains]:
+        return run_on(start, betas, chains, options.record_ess)
 
     log_weights, sums, final_chains, budget = run_budget(run_round, plan, options.lower_bound)
     log_ess_trace = None if sums is None else 2.0 * sums[:, 0] - sums[:, 1]
+    schedule_check = None
+    if checked:
+        # As many chains as the full run pooled, so that the two error bars are alike.
+        coarse = coarsened(betas, SCHEDULE_CHECK_STRIDE)
+        coarse_weights = run_on(check_start, coarse, log_weights.numel(), False)[0]
+        check_finite_log_weights(coarse_weights)
+        schedule_check = CoarseRun.of(
+            coarse_weights,
+            offset=0.0,
+            stride=SCHEDULE_CHECK_STRIDE,
+            n_steps=coarse.numel() - 1,
+            n_full_steps=betas.numel() - 1,
+        )
 
     info = AISInfo(
         log_weights=log_weights,
@@ -346,12 +389,15 @@ def run_ais(
         schedule_info=schedule_info,
         final_chains=final_chains,
         budget=budget,
+        schedule_check=schedule_check,
     )
     return LogZEstimate(
         log_z=float(log_mean_exp(log_weights)),  # + log Z_0, which is 0 for the normalised base
         stderr=log_mean_exp_stderr(log_weights),
         method="ais",
-        cost_sweeps=log_weights.numel() * (betas.numel() - 2) + schedule_info.cost_sweeps,
+        cost_sweeps=log_weights.numel() * (betas.numel() - 2)
+        + schedule_info.cost_sweeps
+        + (schedule_check.cost_sweeps if schedule_check is not None else 0),
         bound="lower",
         info=info,
     )

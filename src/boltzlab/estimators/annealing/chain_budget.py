@@ -40,6 +40,7 @@ from torch import Tensor
 from boltzlab import distributed
 from boltzlab.chains import Chains
 from boltzlab.estimators.annealing.increments import check_finite_log_weights
+from boltzlab.estimators.annealing.schedule_check import coarse_run_checks
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.verdict.checks import (
     DEFAULT_TARGET_STDERR,
@@ -290,13 +291,22 @@ def run_budget(
     return pooled, pooled_sums, final, budget
 
 
+# What to do when a schedule check says the run has not converged in its schedule.
+_SCHEDULE_ADVICE = {
+    "ais": "use more temperatures (n_temperatures; CLI --temperatures), or compare RAISE and anchored AIS",
+    "trajectory-ais": "use more steps (n_steps; CLI --temperatures), or compare AIS and RAISE",
+}
+
+
 def annealing_checks(estimate: LogZEstimate, verdict: Verdict) -> LogZEstimate:
     """The importance-weighted family's part of the verdict (the records' ``checks``; docs/trust.md).
 
     With one weight per chain (AIS, anchored and trajectory AIS): the effective sample size and
     the agreement of independent chain groups, whose spread widens the error bar where it is
     larger than the delta method's (heavy-tailed weights make the delta method too narrow: on
-    the hard-model suite AIS's ±2 s.e. intervals covered 0.79–0.83 of the truth). A note where
+    the hard-model suite AIS's ±2 s.e. intervals covered 0.79–0.83 of the truth); then the
+    schedule check, where the run made one (:func:`~boltzlab.estimators.annealing.schedule_check.coarse_run_checks`),
+    on that error bar. A note where
     AIS's chain budget reached ``max_chains`` with a check still failing. (RAISE, with one row of
     weights per example, has its own: :func:`~boltzlab.estimators.annealing.raise_.raise_checks`.)
     """
@@ -312,6 +322,12 @@ def annealing_checks(estimate: LogZEstimate, verdict: Verdict) -> LogZEstimate:
                 "two is reported)"
             )
             estimate = dataclasses.replace(estimate, stderr=checks.spread)
+    estimate = coarse_run_checks(
+        estimate,
+        verdict,
+        what="trajectory AIS" if estimate.method == "trajectory-ais" else "AIS",
+        advice=_SCHEDULE_ADVICE.get(estimate.method, _SCHEDULE_ADVICE["ais"]),
+    )
     chain_budget = getattr(estimate.info, "budget", None)
     if isinstance(chain_budget, ChainBudget) and chain_budget.stopped == "max_chains reached":
         verdict.note(

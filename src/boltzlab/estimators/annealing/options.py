@@ -133,6 +133,12 @@ class AISOptions(AnnealingOptions):
         :data:`~boltzlab.estimators.verdict.checks.DEFAULT_TARGET_STDERR`.
     lower_bound : LowerBound, optional
         A certified lower bound the budget's estimate must not sit below.
+    schedule_check : bool, default True
+        Also anneal as many independent chains on every
+        :data:`~boltzlab.estimators.annealing.schedule_check.SCHEDULE_CHECK_STRIDE`-th
+        temperature (a quarter more sweeps): how far the estimate moves with the schedule's
+        length estimates the bias its error bar does not contain (docs/trust.md, "The schedule
+        check"). Anchored AIS, whose anchor pins the estimate down, leaves it off.
 
     ``None`` is "not given" for the budget's options, as in
     :class:`~boltzlab.estimators.tempered.budget.TemperedOptions`: the plan of chains
@@ -144,8 +150,10 @@ class AISOptions(AnnealingOptions):
     max_chains: int | None = None
     target_stderr: float | None = None
     lower_bound: LowerBound | None = None
+    schedule_check: bool = True
 
     def __post_init__(self) -> None:
+        _check_flag(self.schedule_check, "schedule_check")
         _set(self, "target_stderr", check_target_stderr(self.target_stderr))
         if self.max_chains is not None:
             _set(self, "max_chains", check_positive_int(self.max_chains, "max_chains"))
@@ -178,12 +186,13 @@ class AnchoredAISOptions(AISOptions):
     ``n_chains``, ``max_chains`` and ``target_stderr`` is given: AIS's chain budget judges
     plain AIS's weights, whose spread the anchor replaces (on the sharp models where those
     weights are degenerate, the budget would run 16× the chains for an estimate the anchor
-    already pins down).
+    already pins down), and ``schedule_check`` is off for the same reason.
     """
 
     anchor_data: Any = None
     anchor_chains: int = 1000
     anchor_sweeps: int = 200
+    schedule_check: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -218,6 +227,10 @@ class RAISEOptions(AnnealingOptions):
     def __post_init__(self) -> None:
         _set(self, "n_chains", check_positive_int(self.n_chains, "n_chains"))
         _set(self, "chains_per_batch", check_positive_int(self.chains_per_batch, "chains_per_batch"))
-        if not isinstance(self.schedule_check, bool):
-            raise ValidationError(f"schedule_check must be True or False, got {self.schedule_check!r}")
+        _check_flag(self.schedule_check, "schedule_check")
         super().__post_init__()
+
+
+def _check_flag(value: Any, name: str) -> None:
+    if not isinstance(value, bool):
+        raise ValidationError(f"{name} must be True or False, got {value!r}")

@@ -47,7 +47,6 @@ extrapolate, turns into an unreliable verdict (docs/trust.md, "RAISE's schedule 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -69,6 +68,15 @@ from boltzlab.estimators.annealing.increments import (
     redraw_summed_group,
 )
 from boltzlab.estimators.annealing.options import RAISEOptions
+from boltzlab.estimators.annealing.schedule_check import (
+    MAX_SCHEDULE_SHIFT,
+    SCHEDULE_CHECK_MIN_TEMPERATURES,
+    SCHEDULE_CHECK_STREAM,
+    SCHEDULE_CHECK_STRIDE,
+    SHIFT_SIGNIFICANCE,
+    coarsened,
+    judge_shift,
+)
 from boltzlab.estimators.record import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.verdict.checks import Verdict
@@ -92,17 +100,6 @@ __all__ = [
     "raise_log_z",
     "schedule_shift",
 ]
-
-
-#: The schedule check anneals on every this-many-th temperature of the schedule.
-SCHEDULE_CHECK_STRIDE = 4
-#: Schedules shorter than this many temperatures are not coarsened (a handful of βs says
-#: nothing about how the bias scales).
-SCHEDULE_CHECK_MIN_TEMPERATURES = 40
-#: The check's chains draw from a fork of each block's stream (``rng.fork``), so that the
-#: caller's generator, and whatever draws from it after RAISE (the verdict's witness), is
-#: left as it would be without the check.
-SCHEDULE_CHECK_STREAM = 0x5C4E
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,16 +356,6 @@ def _per_example(log_weights: Tensor) -> tuple[Tensor, Tensor]:
     return log_likelihoods, stderrs
 
 
-def coarsened(betas: Tensor, stride: int) -> Tensor:
-    """Every ``stride``-th β of an ascending schedule, keeping both ends; shape ``(⌈K/stride⌉ + 1,)``.
-
-    The coarse schedule has the full one's shape (an adaptive schedule's density of βs where
-    the model changes fast), so the two differ in length alone.
-    """
-    kept = betas[::stride]
-    return kept if kept[-1] == betas[-1] else torch.cat([kept, betas[-1:]])
-
-
 def _anneal_examples(
     model: TemperedModel,
     start: AnnealingStart,
@@ -432,15 +419,6 @@ def _reverse_anneal(
     return increments.cpu()
 
 
-#: Standard errors the schedule check's shift must exceed to count: below it the two runs agree.
-SHIFT_SIGNIFICANCE = 2.0
-#: A significant shift (nats) beyond which the ``1/K`` extrapolation of the bias is not trusted:
-#: the coarse run is far from converged, and so may the full one be. On the hard-model suite the
-#: one significant shift above it (−3.4 ± 1.1) came with an estimate 18 nats low; the right
-#: answers' significant shifts were −0.35 to −0.94 (docs/trust.md, "RAISE's schedule check").
-MAX_SCHEDULE_SHIFT = 1.0
-
-
 def schedule_shift(result: RAISEResult) -> tuple[float, float] | None:
     """Mean of the schedule check's per-example shifts (nats) and its standard error; ``None`` without a check.
 
@@ -474,37 +452,19 @@ def raise_checks(estimate: LogZEstimate, verdict: Verdict) -> LogZEstimate:
     shift = schedule_shift(result) if isinstance(result, RAISEResult) else None
     if shift is None:
         return estimate
-    mean, stderr = shift
     check = result.schedule_check
     assert check is not None  # schedule_shift returned a value
-    where = f"on every {check.stride}th temperature ({check.n_temperatures:,})"
-    if not math.isfinite(stderr):
-        # One example with one chain: nothing to tell a shift from noise with.
-        verdict.note(
-            f"schedule check: {where} the estimate moves by {mean:+.3g} nats; with no error bar, not judged"
-        )
-        return estimate
-    # Bias ∝ 1/K: b(K_c) − b(K) = b(K)·(K/K_c − 1), so b(K) = shift·K_c/(K − K_c).
-    full = result.schedule_info.n_temperatures
-    bias = mean * check.n_temperatures / (full - check.n_temperatures)
-    verdict.note(
-        f"schedule check: {where} the estimate moves by {mean:+.3g} ± {stderr:.2g} nats, a bias of about "
-        f"{bias:+.3g} at the full schedule"
+    return judge_shift(
+        estimate,
+        verdict,
+        shift=shift[0],
+        shift_stderr=shift[1],
+        n_steps=result.schedule_info.n_temperatures,
+        coarse=check.n_temperatures,
+        stride=check.stride,
+        what="RAISE",
+        advice="use more temperatures (n_temperatures) or a method started from the model (ais)",
     )
-    if not abs(mean) > SHIFT_SIGNIFICANCE * stderr:
-        return estimate
-    if abs(mean) > MAX_SCHEDULE_SHIFT:
-        verdict.check(
-            f"RAISE has not converged in its schedule: on every {check.stride}th temperature the estimate moves by "
-            f"{mean:+.3g} ± {stderr:.2g} nats (more than {MAX_SCHEDULE_SHIFT:g}), so its bias at the full schedule "
-            "cannot be bounded; use more temperatures (n_temperatures) or a method started from the model (ais)"
-        )
-    widened = math.hypot(estimate.stderr, bias)
-    verdict.note(
-        f"standard error {widened:.3g} includes the schedule check's bias estimate {bias:+.3g} (the spread over "
-        f"examples alone gave {estimate.stderr:.3g})"
-    )
-    return dataclasses.replace(estimate, stderr=widened)
 
 
 @register_estimator(

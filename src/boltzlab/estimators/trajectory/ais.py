@@ -56,6 +56,13 @@ from boltzlab.estimators.annealing.increments import (
     operator_name,
     reads_current_state,
 )
+from boltzlab.estimators.annealing.schedule_check import (
+    SCHEDULE_CHECK_STREAM,
+    SCHEDULE_CHECK_STRIDE,
+    CoarseRun,
+    coarsened,
+    is_checked,
+)
 from boltzlab.estimators.record import register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.trajectory.path import (
@@ -71,7 +78,7 @@ from boltzlab.estimators.trajectory.path import (
 from boltzlab.models.rbm import RBM
 from boltzlab.models.trajectory import Trajectory, as_trajectory
 from boltzlab.numerics import ess, log_mean_exp, log_mean_exp_stderr
-from boltzlab.rng import resolve_generator
+from boltzlab.rng import fork, resolve_generator
 from boltzlab.validation import check_positive_int, require
 
 __all__ = ["PathCandidate", "TrajectoryAISInfo", "candidate_cuts", "pilot_check", "trajectory_ais"]
@@ -139,6 +146,10 @@ class TrajectoryAISInfo:
         Distributions on the grid, ``K + 1`` (the anchor and the model included).
     pilot_cost_sweeps : int
         Single-chain sweeps spent by the pilot (included in ``cost_sweeps``).
+    schedule_check : CoarseRun or None
+        As many independent chains annealed on every fourth point of the grid
+        (:mod:`boltzlab.estimators.annealing.schedule_check`; its sweeps are in ``cost_sweeps``);
+        ``None`` when turned off or when the grid is too short to coarsen.
     """
 
     log_weights: Tensor
@@ -157,6 +168,7 @@ class TrajectoryAISInfo:
     n_sweeps: int
     n_distributions: int
     pilot_cost_sweeps: int
+    schedule_check: CoarseRun | None = None
 
 
 def resolve_trajectory(trajectory: Any, model: RBM) -> tuple[Trajectory, bool]:
@@ -364,6 +376,7 @@ def trajectory_ais(
     pilot_chains: int = 64,
     pilot_step_std: float = 0.25,
     record_ess: bool = True,
+    schedule_check: bool = True,
     generator: torch.Generator | int | None = None,
 ) -> LogZEstimate:
     """Estimate ``log Z`` by AIS along a path chosen from a training trajectory (module docstring).
@@ -399,6 +412,13 @@ def trajectory_ais(
     pilot_step_std : float, default 0.25
         Largest standard deviation of a pilot step's log-weight increment.
     record_ess : bool, default True
+    schedule_check : bool, default True
+        Also anneal as many independent chains along the same path on every fourth point of
+        its grid (a quarter more sweeps; grids under 40 steps are not checked): the shift
+        between the two runs estimates the bias the error bar leaves out, which the verdict
+        adds to the error bar or, beyond a nat, flags
+        (:mod:`boltzlab.estimators.annealing.schedule_check`). On a sharp 784×500 PCD-1 MNIST
+        RBM the default 6,000 steps came out about 1 nat low with a passing verdict before.
     generator : torch.Generator or int, optional
 
     Returns
@@ -406,7 +426,7 @@ def trajectory_ais(
     LogZEstimate
         ``log_z = log Z_0 + log mean exp(log w)``; ``stderr`` by the delta method
         (``std(w / mean w) / sqrt(M)``); ``bound="lower"``; ``cost_sweeps = M·(K − 1)·n_sweeps``
-        plus the pilot's sweeps; ``info`` a :class:`TrajectoryAISInfo`; ``reliable=False``
+        plus the pilot's and the schedule check's sweeps; ``info`` a :class:`TrajectoryAISInfo`; ``reliable=False``
         when the pilot's certified check fails.
 
     Raises
@@ -474,17 +494,35 @@ def trajectory_ais(
         candidates, label = tuple(item[0] for item in scored), best.label
         grid, steps_per_segment, lengths = plan_positions(pilot_steps, chosen.n_points, n_steps)
 
+    if not isinstance(schedule_check, bool):
+        raise ValidationError(f"schedule_check must be True or False, got {schedule_check!r}")
+    # Forked before the main run draws: its draws are the same with or without the check.
+    check_generator = fork(generator, SCHEDULE_CHECK_STREAM)
+    tensors = PathTensors.of(chosen)
     chains = chosen.sample_anchor(n_chains, generator=generator)
     log_weights, trace = anneal(
-        PathTensors.of(chosen),
-        kernel,
-        grid.tolist(),
-        chains,
-        record="ess" if record_ess else None,
-        generator=generator,
+        tensors, kernel, grid.tolist(), chains, record="ess" if record_ess else None, generator=generator
     )
     check_finite_log_weights(log_weights)
     n_increments = grid.numel() - 1
+    coarse_run = None
+    if is_checked(schedule_check, n_increments):
+        # Every point of the path stays on the grid: a step spans one segment only (path.anneal).
+        points = grid[grid == grid.round()]
+        coarse = torch.unique(torch.cat([coarsened(grid, SCHEDULE_CHECK_STRIDE), points]))
+        coarse_chains = chosen.sample_anchor(n_chains, generator=check_generator)
+        coarse_weights, _ = anneal(
+            tensors, kernel, coarse.tolist(), coarse_chains, record=None, generator=check_generator
+        )
+        check_finite_log_weights(coarse_weights)
+        coarse_run = CoarseRun.of(
+            coarse_weights,
+            offset=chosen.anchor_log_z,
+            stride=SCHEDULE_CHECK_STRIDE,
+            n_steps=coarse.numel() - 1,
+            n_full_steps=n_increments,
+            n_sweeps=n_sweeps,
+        )
     info = TrajectoryAISInfo(
         log_weights=log_weights,
         ess=ess(log_weights),
@@ -502,6 +540,7 @@ def trajectory_ais(
         n_sweeps=n_sweeps,
         n_distributions=n_increments + 1,
         pilot_cost_sweeps=pilot_cost,
+        schedule_check=coarse_run,
     )
     log_z = chosen.anchor_log_z + float(log_mean_exp(log_weights))
     stderr = log_mean_exp_stderr(log_weights)
@@ -510,7 +549,9 @@ def trajectory_ais(
         log_z=log_z,
         stderr=stderr,
         method="trajectory-ais",
-        cost_sweeps=n_chains * (n_increments - 1) * n_sweeps + pilot_cost,
+        cost_sweeps=n_chains * (n_increments - 1) * n_sweeps
+        + pilot_cost
+        + (coarse_run.cost_sweeps if coarse_run is not None else 0),
         bound="lower",
         info=info,
         reliable=problem is None,
