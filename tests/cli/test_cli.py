@@ -27,7 +27,8 @@ from click.testing import CliRunner, Result
 import boltzlab as bl
 from boltzlab.cli.config import to_toml
 from boltzlab.cli.main import cli
-from boltzlab.errors import ModelFileError
+from boltzlab.cli.memory import check_memory, format_bytes
+from boltzlab.errors import ModelFileError, ValidationError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 N_VISIBLE, N_HIDDEN = 9, 3  # 3×3 images; distinct sizes so a transposition fails loudly
@@ -407,3 +408,66 @@ def test_logz_and_evaluate_json_print_one_object(run_dir: Path, data_file: Path)
     assert report["rows"][0]["log_z"] == pytest.approx(exact)
     assert "anchor_share" in report["rows"][2]["diagnostics"]
     assert isinstance(report["disagreements"], list) and report["sandwich"] is None
+
+
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [
+        (["--seed", "100000000000000000000000"], "'--seed': 100000000000000000000000 is not in the range"),
+        (["--epochs", "100000000"], "'--epochs': 100000000 is not in the range 1<=x<=1000000"),
+        (["--updates", "10000000000"], "'--updates': 10000000000 is not in the range"),
+        (["--learning-rate", "1e30"], "'--learning-rate': 1e+30 is not in the range 0.0<x<=10.0"),
+        (["--learning-rate", "nan"], "'--learning-rate': 'nan' is not a finite number"),
+        (["--pixel-max", "nan"], "'--pixel-max': 'nan' is not a finite number"),
+        (["--momentum", "inf"], "'--momentum': 'inf' is not a finite number"),
+    ],
+)
+def test_train_refuses_absurd_numbers_before_writing(
+    tmp_path: Path, data_file: Path, flags: list[str], fragment: str
+) -> None:
+    result = invoke("train", "--data", data_file, "--hidden", N_HIDDEN, "--out", tmp_path / "run", *flags)
+    assert result.exit_code == 2 and fragment in result.output, result.output
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "fragment"),
+    [
+        (
+            ["train", "--hidden", "100000000", "--updates", "1"],
+            "the trajectory's 64 snapshots of the weights",
+        ),
+        (
+            ["train", "--hidden", "3", "--algorithm", "pcd", "--chains", "1000000000", "--updates", "1"],
+            "the chains (1,000,000,000 × 12 units",
+        ),
+        (
+            ["logz", "MODEL", "--temperatures", "1000000000000"],
+            "the schedule's 1,000,000,000,000 temperatures",
+        ),
+        (["logz", "MODEL", "--chains", "1000000000"], "use fewer --chains or --temperatures"),
+        (["sample", "MODEL", "--chains", "1000000000"], "use fewer --chains or --levels"),
+    ],
+)
+def test_memory_is_checked_before_it_is_taken(
+    tmp_path: Path, data_file: Path, run_dir: Path, command: list[str], fragment: str
+) -> None:
+    """``--chains 1000000000`` and the like: one line with the size and the flag, nothing allocated."""
+    args = [str(run_dir / "model.safetensors") if arg == "MODEL" else arg for arg in command]
+    if args[0] == "train":
+        args += ["--data", str(data_file), "--out", str(tmp_path / "run")]
+    else:
+        args += ["--out", str(tmp_path / "out.png")] if args[0] == "sample" else []
+    result = invoke(*args)
+    assert_one_line_error(result, "would need at least", "half of this machine's", fragment)
+    assert not (tmp_path / "run").exists()
+
+
+def test_check_memory_adds_the_parts_and_names_the_largest() -> None:
+    check_memory({"a": 4e9, "b": 1e9}, command="x", fix="f", total=16_000_000_000)  # 5 GB of 8 allowed
+    with pytest.raises(
+        ValidationError,
+        match=r"x would need at least 9 GB of memory, more than 8 GB \(half of this machine's 16 GB\); the largest part is a, 8 GB: f",
+    ):
+        check_memory({"a": 8e9, "b": 1e9}, command="x", fix="f", total=16_000_000_000)
+    assert [format_bytes(n) for n in (12, 1.5e3, 2.5e9, 3e15)] == ["12 B", "1.5 kB", "2.5 GB", "3 PB"]

@@ -152,8 +152,16 @@ def test_cli_train_into_a_busy_folder_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "run"
     with run_folder(out):
         result = _cli_train(out, 8)
+        assert sorted(path.name for path in out.iterdir()) == [LOCK_NAME]  # no config.toml, no run.json
     assert result.exit_code == 1 and "in use by another run" in result.stderr
-    assert sorted(path.name for path in out.iterdir()) == []  # no config.toml, no run.json
+    assert not out.exists()  # the holder created it and left it empty
+
+
+def test_cli_train_refused_for_its_size_leaves_no_folder(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = _invoke("train", "--data", "digits", "--hidden", "100000000", "--epochs", "1", "--out", out)
+    assert result.exit_code == 1 and "would need at least" in result.stderr and "--hidden" in result.stderr
+    assert not out.exists()
 
 
 def test_cli_resume_refuses_a_checkpoint_copied_from_another_run(tmp_path: Path) -> None:

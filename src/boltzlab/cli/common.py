@@ -7,6 +7,7 @@ readable line from the library's own message.
 
 from __future__ import annotations
 
+import math
 import unicodedata
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -24,7 +25,9 @@ from boltzlab.io import load_model
 
 __all__ = [
     "MAX_EXACT_UNITS",
+    "SEED",
     "THREADS_KEY",
+    "FiniteFloat",
     "command_options",
     "format_seconds",
     "format_table",
@@ -42,6 +45,24 @@ THREADS_KEY = "boltzlab.threads"
 _SMALL_MODEL_WEIGHTS = 65_536
 # Exact log Z enumerates 2^min(layer sizes) states; above this it takes too long to offer.
 MAX_EXACT_UNITS = 25
+
+
+class FiniteFloat(click.FloatRange):
+    """A float option whose NaN and ±inf are refused: click's ``FloatRange`` lets NaN through
+    every bound (each comparison with NaN is false), and ``--pixel-max nan`` then failed deep
+    in the data reader as "x contains NaN"."""
+
+    name = "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if number is not None and not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+#: Seeds are 64-bit: a larger one overflowed inside torch ("Overflow when unpacking long long").
+SEED = click.IntRange(0, 2**63 - 1)
 #: Characters of an untrusted string (model metadata, a path, a data name) the text output shows.
 PRINTED_CHARACTERS = 200
 
@@ -74,7 +95,7 @@ def data_file_options(function: Callable[..., Any]) -> Callable[..., Any]:
     The command receives them as keyword arguments named as in :data:`_DATA_FILE_OPTIONS` and
     passes them on with :func:`load_data`.
     """
-    fraction = click.FloatRange(min=0.0, max=1.0, max_open=True)
+    fraction = FiniteFloat(min=0.0, max=1.0, max_open=True)
     options = [
         click.option(
             "--data-key",
@@ -88,7 +109,7 @@ def data_file_options(function: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--pixel-max",
-            type=click.FloatRange(min=0.0, min_open=True),
+            type=FiniteFloat(min=0.0, min_open=True),
             metavar="MAX",
             help="With --binarize: the value meaning fully on (default 255 for integer arrays, 1 otherwise).",
         ),

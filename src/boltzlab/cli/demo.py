@@ -27,6 +27,8 @@ import boltzlab
 from boltzlab import data as datasets
 from boltzlab.cli.common import (
     MAX_EXACT_UNITS,
+    SEED,
+    FiniteFloat,
     alone_on_rank_zero,
     choose_threads,
     command_options,
@@ -213,7 +215,7 @@ Example:
     metavar="DIR",
     help="Where to write the model, metrics, config and plots.",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every random choice.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of every random choice.")
 @click.option("--hidden", type=click.IntRange(min=1), default=16, show_default=True, help="Hidden units.")
 @click.option(
     "--epochs", type=click.IntRange(min=1), default=300, show_default=True, help="Passes over the data."
@@ -221,7 +223,7 @@ Example:
 @click.option(
     "--operator", default="gibbs", show_default=True, help=operator_help("Training and sampling operator")
 )
-@click.option("--alpha", type=float, help="Flip weight of --operator mixture (default 0.5).")
+@click.option("--alpha", type=FiniteFloat(), help="Flip weight of --operator mixture (default 0.5).")
 @click.option("--algorithm", default="pcd", show_default=True, help="Negative phase: cd or pcd.")
 @click.option("--ais-chains", type=click.IntRange(min=2), default=100, show_default=True, hidden=True)
 @click.option("--ais-temperatures", type=click.IntRange(min=2), hidden=True, help="Default: the schedule's.")

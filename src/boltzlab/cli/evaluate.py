@@ -38,6 +38,8 @@ from torch import Tensor, nn
 from boltzlab import distributed, estimators, operators
 from boltzlab.cli.common import (
     MAX_EXACT_UNITS,
+    SEED,
+    FiniteFloat,
     choose_threads,
     command_options,
     data_file_options,
@@ -436,8 +438,8 @@ Example:
     help="DBM only: test examples whose log p(v) is estimated by per-example AIS (0: skip).",
 )
 @click.option("--operator", help=operator_help("Transition operator (default gibbs)"))
-@click.option("--alpha", type=float, help="Flip weight of --operator mixture (default 0.5).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--alpha", type=FiniteFloat(), help="Flip weight of --operator mixture (default 0.5).")
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option(
     "--trajectory",
     type=click.Path(path_type=Path),

@@ -37,6 +37,8 @@ from torch import Tensor, nn
 from boltzlab import data as datasets
 from boltzlab import distributed, estimators, operators
 from boltzlab.cli.common import (
+    SEED,
+    FiniteFloat,
     choose_threads,
     command_options,
     data_file_options,
@@ -50,6 +52,7 @@ from boltzlab.cli.common import (
     refuse_data_file_options_without_data,
 )
 from boltzlab.cli.json_output import echo_json, estimate_record
+from boltzlab.cli.memory import check_memory
 from boltzlab.cli.progress_display import method_progress
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.record import FAMILIES, FLAGS, get_record, records
@@ -278,6 +281,25 @@ def run_quietly(model: nn.Module, method: str, *, seed: int, options: dict[str, 
         return estimators.estimate_log_z(model, method=method, generator=seed, **options)
 
 
+def _check_logz_size(model: Any, flags: dict[str, Any]) -> None:
+    """Refuse chains or temperatures that cannot fit before any is allocated (cli/memory.py).
+
+    A ladder or schedule of K temperatures holds a few float64 values per temperature (βs,
+    weights, the running ESS); tempered methods keep a level for each chain's draws too.
+    """
+    units = sum(model.layer_sizes)
+    chains = flags["chains"] or 1_600  # AIS's chain budget may grow to 1,600
+    temperatures = flags["temperatures"] or 0
+    check_memory(
+        {
+            f"the chains ({chains:,} × {units:,} units, with their probabilities)": 3 * chains * units * 8,
+            f"the schedule's {temperatures:,} temperatures": 4 * temperatures * 8,
+        },
+        command="boltzlab logz",
+        fix="use fewer --chains or --temperatures",
+    )
+
+
 @click.command(
     "logz",
     epilog="""\b
@@ -312,13 +334,13 @@ Example:
 @click.option("--schedule", help="AIS/RAISE schedule: sm08, linear, varopt or gms13 (default sm08).")
 @click.option(
     "--decelerate",
-    type=click.FloatRange(min=0.0, min_open=True),
+    type=FiniteFloat(min=0.0, min_open=True),
     metavar="DELTA",
     help="AIS/RAISE: cap every β increment at DELTA (Kiwaki's deceleration, e.g. 0.009).",
 )
 @click.option(
     "--target-stderr",
-    type=click.FloatRange(min=0.0, min_open=True, max=math.inf, max_open=True),
+    type=FiniteFloat(min=0.0, min_open=True, max=math.inf, max_open=True),
     metavar="NATS",
     help=f"{', '.join(methods_taking('target-stderr'))}: the standard error (nats) the budget adds chains "
     "towards once its checks pass (default 0.1). A budget fixed by --chains without --max-chains, or by "
@@ -331,8 +353,8 @@ Example:
     "the tempered methods 800 by default).",
 )
 @click.option("--operator", help=operator_help("Transition operator (default gibbs)"))
-@click.option("--alpha", type=float, help="Flip weight of --operator mixture (default 0.5).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--alpha", type=FiniteFloat(), help="Flip weight of --operator mixture (default 0.5).")
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option(
     "--data",
     metavar="NAME|PATH",
@@ -368,6 +390,7 @@ def logz(model_path: Path, method: str, seed: int, as_json: bool, **flags: Any) 
     # estimate, print); each is a call.
     model = load_model_file(model_path)
     choose_threads(model)
+    _check_logz_size(model, flags)
     record = get_record(method)
     method = record.name
     if distributed.topology().active and record.family != "exact" and not record.shards:

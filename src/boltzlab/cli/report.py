@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from boltzlab.cli.common import alone_on_rank_zero, command_options, report_written
+from boltzlab.cli.common import SEED, alone_on_rank_zero, command_options, report_written
 
 __all__ = ["report"]
 
@@ -38,7 +38,7 @@ Example:
 )
 @click.option(
     "--seed",
-    type=int,
+    type=SEED,
     default=0,
     show_default=True,
     help="Seed of the samples and the tempered run drawn for the page when the run lacks them.",

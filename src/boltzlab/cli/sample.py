@@ -38,6 +38,8 @@ import torch
 
 from boltzlab import distributed, operators, sampling
 from boltzlab.cli.common import (
+    SEED,
+    FiniteFloat,
     choose_threads,
     command_options,
     describe_model,
@@ -50,6 +52,7 @@ from boltzlab.cli.common import (
     report_written,
 )
 from boltzlab.cli.json_output import echo_json, estimate_diagnostics
+from boltzlab.cli.memory import check_memory
 from boltzlab.errors import ValidationError
 from boltzlab.operators import Operator
 from boltzlab.rng import make_generator
@@ -243,6 +246,28 @@ def _run_plain(model: Any, options: dict[str, Any], operator: Operator) -> tuple
     return torch.cat(kept), float(torch.cat(flip_rates).mean())
 
 
+def _check_sample_size(model: Any, options: dict[str, Any]) -> None:
+    """Refuse chains or kept samples that cannot fit before any is allocated (cli/memory.py)."""
+    units = sum(model.layer_sizes)
+    width = model.dtype.itemsize
+    chains = options["chains"] * (options["levels"] or 1)
+    kept = options["sweeps"] // options["keep_every"] + 1
+    check_memory(
+        {
+            f"the chains ({chains:,} × {units:,} units, with their probabilities)": 3
+            * chains
+            * units
+            * width,
+            f"the kept samples ({kept:,} × {options['chains']:,} chains × {model.layer_sizes[0]:,} units)": kept
+            * options["chains"]
+            * model.layer_sizes[0]
+            * width,
+        },
+        command="boltzlab sample",
+        fix="use fewer --chains or --levels, or keep fewer samples (--sweeps, --keep-every)",
+    )
+
+
 @click.command(
     "sample",
     epilog="""\b
@@ -263,11 +288,11 @@ Example:
 )
 @click.option(
     "--low",
-    type=click.FloatRange(min=0.0, max=1.0, max_open=True),
+    type=FiniteFloat(min=0.0, max=1.0, max_open=True),
     help="Lowest inverse temperature of the ladder (default 0).",
 )
 @click.option("--operator", default="gibbs", show_default=True, help=operator_help())
-@click.option("--alpha", type=float, help="Flip weight of --operator mixture (default 0.5).")
+@click.option("--alpha", type=FiniteFloat(), help="Flip weight of --operator mixture (default 0.5).")
 @click.option("--chains", type=click.IntRange(min=1), default=8, show_default=True, help="Chains (rows).")
 @click.option(
     "--sweeps", type=click.IntRange(min=1), default=1000, show_default=True, help="Sweeps after burn-in."
@@ -293,7 +318,7 @@ Example:
     help="ptt: the training trajectory (a trajectory.safetensors file or run directory; default: "
     "the model file's directory).",
 )
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--image-shape", metavar="HxW", help="Image shape, e.g. 28x28 (default: from the model file).")
 @click.option(
     "--out",
@@ -335,6 +360,7 @@ def sample(model_path: Path, as_json: bool, **options: Any) -> None:
         raise ValidationError(f"--trajectory applies to --sampler ptt, not --sampler {sampler}")
     model = load_model_file(model_path)
     choose_threads(model)
+    _check_sample_size(model, options)
     image_shape = image_shape_of(model, parse_image_shape(options["image_shape"]))
     # Built here, so a bad name fails before the progress bar starts.
     operator = operators.get(options["operator"], **operator_params(options["operator"], options["alpha"]))

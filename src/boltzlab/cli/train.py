@@ -24,6 +24,7 @@ bound every N updates (``log Z`` exact when enumerable, else by AIS).
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import time
 from pathlib import Path
@@ -37,6 +38,8 @@ import boltzlab
 from boltzlab import data as datasets
 from boltzlab import distributed
 from boltzlab.cli.common import (
+    SEED,
+    FiniteFloat,
     choose_threads,
     command_options,
     data_file_options,
@@ -48,6 +51,7 @@ from boltzlab.cli.common import (
     report_written,
 )
 from boltzlab.cli.config import recorded_options, write_config
+from boltzlab.cli.memory import check_memory
 from boltzlab.cli.run_outputs import (
     TENSORBOARD_HELP,
     finish_report,
@@ -70,6 +74,11 @@ from boltzlab.training.snapshots import DEFAULT_MAX_SNAPSHOTS
 
 __all__ = ["train"]
 
+#: Limits that catch a slip of the exponent (``--epochs 1e20`` started with an ETA of 10^15 hours;
+#: ``--learning-rate 1e30`` finished with weights of 1e30).
+MAX_EPOCHS = 1_000_000
+MAX_UPDATES = 1_000_000_000
+MAX_LEARNING_RATE = 10.0
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 # Options that say where and whether to continue, not what the run is: left out of config.toml.
 _NOT_RECORDED = ("out", "resume", "tensorboard")
@@ -108,6 +117,42 @@ def parse_layers(text: str | None, n_visible: int) -> tuple[int, ...]:
     if sizes[0] != n_visible:
         raise ValidationError(f"--layers starts with {sizes[0]} but the data has {n_visible} visible units")
     return sizes
+
+
+def _check_run_size(options: dict[str, Any], dataset: datasets.Dataset) -> None:
+    """Refuse a run whose length or arrays are absurd before anything is built (cli/memory.py)."""
+    per_epoch = max(1, dataset.train.shape[0] // options["batch_size"])
+    updates = options["updates"] or (options["epochs"] or 10) * per_epoch
+    if updates > MAX_UPDATES:
+        raise ValidationError(
+            f"--epochs {options['epochs']} is {updates:,} updates of {options['batch_size']} examples, more than "
+            f"{MAX_UPDATES:,}; use fewer --epochs (or a larger --batch-size)"
+        )
+    if options["model"] == "dbm":
+        sizes = parse_layers(options["layers"], dataset.n_visible)
+    else:
+        sizes = (dataset.n_visible, options["hidden"])
+    weights = sum(a * b for a, b in itertools.pairwise(sizes))
+    units = sum(sizes)
+    chains = (options["chains"] or 100) * (options["levels"] or 1)
+    width = 8 if options["dtype"] == "float64" else 4
+    snapshots = DEFAULT_MAX_SNAPSHOTS if options["snapshots"] is None else options["snapshots"]
+    check_memory(
+        {
+            f"the weights ({weights:,}) with their gradient, momentum and copies": 4 * weights * width,
+            f"the trajectory's {snapshots} snapshots of the weights": snapshots * weights * width,
+            f"the chains ({chains:,} × {units:,} units, with their probabilities)": 3
+            * chains
+            * units
+            * width,
+            f"a minibatch ({options['batch_size']:,} × {units:,} units)": 3
+            * options["batch_size"]
+            * units
+            * width,
+        },
+        command="boltzlab train",
+        fix="use fewer --hidden (--layers), --chains, --levels or a smaller --batch-size",
+    )
 
 
 def _check_model_options(options: dict[str, Any]) -> None:
@@ -284,7 +329,7 @@ Example:
     help=f"Negative phase: {', '.join(available_phases())}; sap = pcd.",
 )
 @click.option("--operator", default="gibbs", show_default=True, help=operator_help())
-@click.option("--alpha", type=float, help="Flip weight of --operator mixture (default 0.5).")
+@click.option("--alpha", type=FiniteFloat(), help="Flip weight of --operator mixture (default 0.5).")
 @click.option("--k", type=click.IntRange(min=1), default=1, show_default=True, help="Sweeps per update.")
 @click.option(
     "--chains",
@@ -302,30 +347,34 @@ Example:
 )
 @click.option(
     "--fast-learning-rate",
-    type=click.FloatRange(min=0.0),
+    type=FiniteFloat(min=0.0),
     help="FPCD: step size of the fast weights (default: --learning-rate).",
 )
 @click.option(
     "--fast-decay",
-    type=click.FloatRange(min=0.0, max=1.0),
+    type=FiniteFloat(min=0.0, max=1.0),
     help="FPCD: factor on the fast weights per update (default 0.95).",
 )
 @click.option("--batch-size", type=click.IntRange(min=1), default=100, show_default=True)
-@click.option("--epochs", type=click.IntRange(min=1), help="Passes over the data (default 10).")
-@click.option("--updates", type=click.IntRange(min=1), help="Parameter updates (instead of --epochs).")
+@click.option(
+    "--epochs", type=click.IntRange(min=1, max=MAX_EPOCHS), help="Passes over the data (default 10)."
+)
+@click.option(
+    "--updates", type=click.IntRange(min=1, max=MAX_UPDATES), help="Parameter updates (instead of --epochs)."
+)
 @click.option(
     "--learning-rate",
-    type=float,
+    type=FiniteFloat(min=0.0, min_open=True, max=MAX_LEARNING_RATE),
     help="Base learning rate (default 0.01; a DBM: 0.005 with --lr-schedule inverse, the CAST paper's).",
 )
-@click.option("--momentum", type=float, default=0.0, show_default=True)
-@click.option("--weight-decay", type=float, default=0.0, show_default=True, help="L2 on the weights.")
+@click.option("--momentum", type=FiniteFloat(), default=0.0, show_default=True)
+@click.option("--weight-decay", type=FiniteFloat(), default=0.0, show_default=True, help="L2 on the weights.")
 @click.option(
     "--lr-schedule",
     help="Learning-rate schedule: constant, linear, inverse (default constant; a DBM: inverse, "
     "i.e. 10/(2000 + t) with the default rate).",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every random choice.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of every random choice.")
 @click.option(
     "--track-exact-every",
     type=click.IntRange(min=1),
@@ -404,6 +453,7 @@ def train(**options: Any) -> None:
     params = operator_params(options["operator"], options["alpha"])
     phase_params = algorithm_params(options["algorithm"], options)
     dataset = load_data(options["data"], root=options["data_root"], seed=options["seed"], options=options)
+    _check_run_size(options, dataset)
     held_out, held_out_label = _held_out(dataset)
 
     model_generator, train_generator = spawn(make_generator(options["seed"]), 2)

@@ -23,6 +23,7 @@ process id is checked for life before a leftover lock is taken over.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -72,11 +73,15 @@ class RunFolderLock:
         The open lock file (``None`` once released).
     removed : tuple of Path
         Leftover temporary files deleted when the folder was claimed.
+    created : bool
+        Whether the claim created the folder: a run refused before it wrote anything (bad
+        flags found after the claim) then leaves no empty folder behind.
     """
 
     folder: Path
     handle: IO[str] | None
     removed: tuple[Path, ...] = ()
+    created: bool = False
 
     def release(self) -> None:
         """Delete leftover temporaries, remove the lock file and unlock; idempotent."""
@@ -88,6 +93,9 @@ class RunFolderLock:
         (self.folder / LOCK_NAME).unlink(missing_ok=True)
         self.handle.close()  # closing drops the flock
         self.handle = None
+        if self.created:
+            with contextlib.suppress(OSError):  # only an empty folder goes
+                self.folder.rmdir()
 
 
 def _owner_text() -> str:
@@ -135,6 +143,7 @@ def claim_run_folder(folder: str | Path) -> RunFolderLock:
         Another live process holds the folder: the message names it and what to do.
     """
     folder = Path(folder)
+    created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
     lock = folder / LOCK_NAME
     if fcntl is not None:
@@ -174,7 +183,7 @@ def claim_run_folder(folder: str | Path) -> RunFolderLock:
         handle = os.fdopen(descriptor, "w", encoding="utf-8")
         handle.write(_owner_text())
         handle.flush()
-    claimed = RunFolderLock(folder=folder, handle=handle)
+    claimed = RunFolderLock(folder=folder, handle=handle, created=created)
     claimed.removed = tuple(remove_leftover_temporaries(folder))
     return claimed
 
