@@ -108,11 +108,17 @@ HOSTILE = {
         _raw({"a": _entry(0, 8, [2]), "b": _entry(4, 12, [2])}, bytes(12)),
         r"tensors 'a' and 'b' overlap",
     ),
-    "gap between tensors": (_raw({"a": _entry(4, 8, [1])}, bytes(8)), r"safetensors refused it"),
+    "gap between tensors": (
+        _raw({"a": _entry(4, 8, [1])}, bytes(8)),
+        r"the tensors account for 4 bytes but the data section has 8",
+    ),
     "size does not match shape": (_raw({"a": _entry(0, 8, [3])}, bytes(8)), r"safetensors refused it"),
     "unknown dtype": (_raw({"a": _entry(0, 8, [2], "Q9")}, bytes(8)), r"safetensors refused it"),
     "overflowing shape": (_raw({"a": _entry(0, 8, [2**62, 2**62])}, bytes(8)), r"safetensors refused it"),
-    "trailing bytes": (_raw({"a": _entry(0, 8, [2])}, bytes(16)), r"safetensors refused it"),
+    "trailing bytes": (
+        _raw({"a": _entry(0, 8, [2])}, bytes(16)),
+        r"the tensors account for 8 bytes but the data section has 16",
+    ),
 }
 
 
@@ -307,3 +313,32 @@ def test_identical_content_gives_identical_bytes_in_separate_processes(tmp_path)
         "name": "x",
         "a": None,
     }
+
+
+def test_a_sparse_file_is_refused_from_its_header_before_it_is_read(tmp_path):
+    """A small header padded to 1 GiB (a sparse file: no disk used) is refused without reading
+    the gigabyte: the header is checked against the file size first."""
+    path = tmp_path / "sparse.safetensors"
+    model = tmp_path / "small.safetensors"
+    bl.RBM(n_visible=3, n_hidden=2, generator=0).save(model)
+    with path.open("wb") as stream:
+        stream.write(model.read_bytes())
+        stream.truncate(1 << 30)
+    script = (
+        "import resource, sys\n"
+        "from boltzlab.io import load_model\n"
+        "try:\n    load_model(sys.argv[1])\nexcept Exception as error:\n    print(type(error).__name__, error)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    )
+    lines = subprocess.run(
+        [sys.executable, "-c", script, str(path)], check=True, capture_output=True, text=True, timeout=120
+    ).stdout.splitlines()
+    assert lines[0].startswith("ModelFileError") and "corrupt safetensors header" in lines[0], lines
+    assert int(lines[1]) < 700_000  # kB: torch alone is ~400 MB; reading the file would add 1 GB
+
+
+def test_a_symlink_loop_is_not_called_missing(tmp_path):
+    loop = tmp_path / "loop.safetensors"
+    loop.symlink_to(loop)
+    with pytest.raises(ModelFileError, match="symbolic link whose target is missing or that loops"):
+        load_model(loop)

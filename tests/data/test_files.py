@@ -17,6 +17,7 @@ import torch
 
 import boltzlab.data as data
 from boltzlab.data.from_path import guess_format
+from boltzlab.data.npy_files import read_npy
 from boltzlab.errors import DataError, ValidationError
 
 # 11 examples of 7 variables: distinct sizes so a transposition fails loudly.
@@ -228,7 +229,7 @@ def test_malformed_npy_is_one_clear_line(tmp_path, binary):
     truncated = tmp_path / "truncated.npy"
     np.save(truncated, binary)
     truncated.write_bytes(truncated.read_bytes()[:-9])
-    assert "not a readable .npy file" in refused(truncated)
+    assert "truncated, or the header is corrupt" in refused(truncated)
     with open(tmp_path / "archive.npy", "wb") as handle:
         np.savez(handle, x_train=binary)
     assert "is a .npz archive" in refused(tmp_path / "archive.npy")
@@ -301,3 +302,29 @@ def test_split_fractions_refused_when_impossible(tmp_path, binary):
     with pytest.raises(DataError, match=r"already has a test split \(300 examples\); drop test_fraction"):
         data.load("digits", test_fraction=0.1)
     assert data.load("digits", validation_fraction=0.1).valid.shape == (150, 64)
+
+
+def test_an_npy_header_claiming_more_rows_than_the_file_holds_is_refused_before_allocating(tmp_path):
+    """A header claiming 10^11 rows used to reach numpy's allocation ("out of memory; use fewer chains")."""
+    small = np.zeros((3, 4), dtype=np.uint8)
+    header = np.lib.format.header_data_from_array_1_0(small)
+    header["shape"] = (10**11, 4)
+    path = tmp_path / "huge.npy"
+    with path.open("wb") as stream:
+        np.lib.format.write_array_header_1_0(stream, header)
+        stream.write(small.tobytes())
+    with pytest.raises(
+        DataError,
+        match=r"declares an array of shape \(100000000000, 4\) \(uint8\), 400,000,000,000 bytes, but the file holds 12",
+    ):
+        read_npy(path)
+    np.save(tmp_path / "fine.npy", small)
+    assert read_npy(tmp_path / "fine.npy").shape == (3, 4)
+
+
+def test_a_spreadsheet_formula_is_text_not_a_wrong_delimiter(tmp_path):
+    """A cell such as ``=cmd|' /C calc'!A0`` holds a space, but it is not numbers under another delimiter."""
+    path = tmp_path / "formula.csv"
+    path.write_text("a,b\n1,0\n=cmd|' /C calc'!A0,1\n")
+    with pytest.raises(DataError, match=r"line 3, column 1: \"=cmd\|' /C calc'!A0\" is not a number"):
+        data.load(str(path))

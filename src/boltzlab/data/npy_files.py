@@ -41,6 +41,7 @@ def read_npy(path: str | os.PathLike[str]) -> np.ndarray:
     """
     path = Path(path)
     require_nonempty_file(path, "a .npy file written by numpy.save")
+    _check_declared_size(path)
     try:
         array = np.load(path, allow_pickle=False)
     except ValueError as error:
@@ -65,6 +66,37 @@ def read_npy(path: str | os.PathLike[str]) -> np.ndarray:
         )
     require_examples_axis(array, source=str(path), what="the array")
     return array
+
+
+def _check_declared_size(path: Path) -> None:
+    """Refuse a ``.npy`` header whose shape needs more bytes than the file holds, before reading it.
+
+    Without this a header claiming 10^11 rows made numpy allocate for them first, and the
+    command ended in "out of memory; use fewer chains". Other files (a ``.npz``, a foreign
+    format) are left to ``np.load``, whose messages say what they are.
+    """
+    with path.open("rb") as stream:
+        if stream.read(6) != b"\x93NUMPY":
+            return
+        stream.seek(0)
+        try:
+            version = np.lib.format.read_magic(stream)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
+            else:
+                shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
+        except (ValueError, OSError, EOFError):
+            return  # np.load says what is wrong with the header
+        available = path.stat().st_size - stream.tell()
+    if dtype.hasobject:
+        return  # refused below, with the pickle message
+    needed = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize if shape else dtype.itemsize
+    if needed > available:
+        raise DataError(
+            f"{path}: its header declares an array of shape {tuple(shape)} ({dtype}), {needed:,} bytes, but the "
+            f"file holds {available:,} after its header: truncated, or the header is corrupt; write it again "
+            "with numpy.save"
+        )
 
 
 def require_examples_axis(array: np.ndarray, *, source: str, what: str) -> None:

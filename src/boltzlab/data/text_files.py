@@ -289,7 +289,9 @@ def _raise_parse_error(
             # One column on either side, with another delimiter inside it: the file mixes delimiters.
             if len(cells) == 1 and (other := _other_delimiter(line, delimiter)):
                 mixed = f"line {number} {line.strip()[:40]!r} is separated by {other} but {reference} by"
-            elif n_columns == 1 and (other := _other_delimiter(reference_text, delimiter)):
+            elif n_columns == 1 and (
+                other := _other_delimiter(reference_text, delimiter, numbers=header is None)
+            ):
                 mixed = f"{reference} {reference_text.strip()[:40]!r} is separated by {other} but line {number} by"
             else:
                 raise DataError(
@@ -318,10 +320,20 @@ def _raise_parse_error(
     raise DataError(f"{path}: not a delimited text file of numbers that numpy.loadtxt can read")
 
 
-def _other_delimiter(text: str, delimiter: str | None) -> str:
-    """The name of another delimiter that splits ``text`` into several cells, else ``""``."""
+def _other_delimiter(text: str, delimiter: str | None, *, numbers: bool = True) -> str:
+    """The name of another delimiter that splits ``text`` into several cells, else ``""``.
+
+    With ``numbers`` (a data cell) the cells must all be numbers: text that merely contains a
+    space or a comma (a spreadsheet formula such as ``=cmd|' /C calc'!A0``) is text, not
+    numbers under another delimiter. A header's cells are names.
+    """
     for other in _DELIMITERS:
-        if other != delimiter and len(text.strip().split(other)) > 1:
+        pieces = [piece for piece in text.strip().split(other) if piece.strip()]
+        if (
+            other != delimiter
+            and len(pieces) > 1
+            and (not numbers or all(_is_number(p.strip()) for p in pieces))
+        ):
             return _describe(other)
     return ""
 

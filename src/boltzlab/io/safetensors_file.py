@@ -10,6 +10,7 @@ string metadata parsed as JSON. Every header is checked here, and any failure be
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from itertools import pairwise
 from pathlib import Path
@@ -188,6 +189,49 @@ def _check_layout(header: dict[str, Any], data_length: int) -> None:
     for (_, previous_end, previous), (start, _, name) in pairwise(spans):
         if start < previous_end:
             raise _Invalid(f"tensors {short(previous)} and {short(name)} overlap")
+    covered = sum(end - start for start, end, _ in spans)
+    if covered != data_length:
+        # Checked here, from the header and the file size, before the data are read.
+        raise _Invalid(
+            f"the tensors account for {covered} bytes but the data section has {data_length} "
+            "(padded, or not one file)"
+        )
+
+
+def _parse_header(
+    path: Path, what: str, prefix: bytes, head: bytes, header_length: int, size: int
+) -> dict[str, Any]:
+    """The JSON header of a safetensors file of ``size`` bytes, checked against that size.
+
+    ``prefix``: its first 8 bytes; ``head``: the ``header_length`` bytes after them (or the
+    first few, when the length is implausible, to recognise a foreign format).
+    """
+    if len(prefix) < 8:
+        raise refuse(path, what, f"it has only {len(prefix)} bytes (empty or truncated)")
+    if header_length > _MAX_HEADER_BYTES or header_length > size - 8 or head[:1] != b"{":
+        foreign = _foreign_format(prefix + head)
+        if foreign is not None:
+            raise refuse(
+                path,
+                what,
+                f"it is {foreign}, not safetensors",
+                f"boltzlab never unpickles (that could run code); {_FOREIGN_REMEDY.get(what, 'check the path')}",
+            )
+        if header_length > _MAX_HEADER_BYTES:
+            problem = f"its header claims {header_length} bytes, over the {_MAX_HEADER_BYTES}-byte limit"
+        elif header_length > size - 8:
+            problem = f"its header claims {header_length} bytes but the file has {size} (truncated, or not safetensors)"
+        else:
+            problem = "its header does not start with '{' (not a safetensors file)"
+        raise refuse(path, what, problem)
+    try:
+        header = _strict_json(head)
+        if not isinstance(header, dict):
+            raise _Invalid("the header is not a JSON object")
+        _check_layout(header, size - 8 - header_length)
+    except _Invalid as problem:
+        raise refuse(path, what, f"corrupt safetensors header: {problem}") from None
+    return header
 
 
 def read_safetensors(path: Path, what: str) -> tuple[dict[str, Tensor], dict[str, str]]:
@@ -198,41 +242,32 @@ def read_safetensors(path: Path, what: str) -> tuple[dict[str, Tensor], dict[str
     """
     path = Path(path)
     if not path.exists():
+        if path.is_symlink():  # exists() follows links: a dangling or looping one is not "missing"
+            raise ModelFileError(
+                f"{what} {path} is a symbolic link whose target is missing or that loops back on itself; "
+                "point it at the file, or give the file's own path"
+            )
         raise ModelFileError(f"{what} {path} does not exist; check the path")
     if not path.is_file():
         raise ModelFileError(f"{what} {path} is a directory or special file, not a file; check the path")
+    # The header is read and checked against the file's size first: only a file whose header
+    # accounts for every byte is read whole (a 1 GiB sparse file used to be read before it was
+    # refused as "not fully covered").
     try:
-        data = path.read_bytes()
+        with path.open("rb") as stream:
+            size = os.fstat(stream.fileno()).st_size
+            prefix = stream.read(8)
+            header_length = int.from_bytes(prefix, "little") if len(prefix) == 8 else 0
+            plausible = len(prefix) == 8 and header_length <= min(_MAX_HEADER_BYTES, size - 8)
+            head = stream.read(header_length) if plausible else stream.read(8)
+            header = _parse_header(path, what, prefix, head, header_length, size)
+            data = prefix + head + stream.read()
     except OSError as error:
         raise ModelFileError(
             f"{what} {path} cannot be read ({error.strerror}); check its permissions"
         ) from None
-    if len(data) < 8:
-        raise refuse(path, what, f"it has only {len(data)} bytes (empty or truncated)")
-    header_length = int.from_bytes(data[:8], "little")
-    if header_length > _MAX_HEADER_BYTES or header_length > len(data) - 8 or data[8:9] != b"{":
-        foreign = _foreign_format(data)
-        if foreign is not None:
-            raise refuse(
-                path,
-                what,
-                f"it is {foreign}, not safetensors",
-                f"boltzlab never unpickles (that could run code); {_FOREIGN_REMEDY.get(what, 'check the path')}",
-            )
-        if header_length > _MAX_HEADER_BYTES:
-            problem = f"its header claims {header_length} bytes, over the {_MAX_HEADER_BYTES}-byte limit"
-        elif header_length > len(data) - 8:
-            problem = f"its header claims {header_length} bytes but the file has {len(data)} (truncated, or not safetensors)"
-        else:
-            problem = "its header does not start with '{' (not a safetensors file)"
-        raise refuse(path, what, problem)
-    try:
-        header = _strict_json(data[8 : 8 + header_length])
-        if not isinstance(header, dict):
-            raise _Invalid("the header is not a JSON object")
-        _check_layout(header, len(data) - 8 - header_length)
-    except _Invalid as problem:
-        raise refuse(path, what, f"corrupt safetensors header: {problem}") from None
+    if len(data) != size:
+        raise refuse(path, what, f"it changed while it was read ({size} bytes, then {len(data)})")
     try:
         tensors = safetensors_load(data)
     except Exception as error:  # the library's own checks; any failure means a bad file
