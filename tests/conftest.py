@@ -13,6 +13,48 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+# The fault-injection suite (CONTRIBUTING.md, "The fault-injection suite"): tests marked
+# ``@pytest.mark.fault("category")``, each parametrised case one fault handled. Their outcomes
+# are tallied by category on the controller (reports carry the category in user_properties,
+# which pytest-xdist forwards from its workers) and printed at the end of the run.
+_FAULT_TALLY: dict[str, dict[str, int]] = {}
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    marker = item.get_closest_marker("fault")
+    if marker is not None:
+        item.user_properties.append(("fault", marker.args[0]))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    category = dict(report.user_properties).get("fault")
+    if category is None or (
+        report.when != "call" and not (report.when == "setup" and report.outcome != "passed")
+    ):
+        return
+    counts = _FAULT_TALLY.setdefault(str(category), {"passed": 0, "failed": 0, "skipped": 0})
+    counts[report.outcome] += 1
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not _FAULT_TALLY:
+        return
+    terminalreporter.section("fault-injection suite")
+    width = max(len(name) for name in _FAULT_TALLY)
+    terminalreporter.write_line(f"{'category'.ljust(width)}  cases  handled  failed  skipped")
+    totals = [0, 0, 0, 0]
+    for name in sorted(_FAULT_TALLY):
+        counts = _FAULT_TALLY[name]
+        row = [sum(counts.values()), counts["passed"], counts["failed"], counts["skipped"]]
+        totals = [a + b for a, b in zip(totals, row, strict=True)]
+        terminalreporter.write_line(
+            f"{name.ljust(width)}  {row[0]:5d}  {row[1]:7d}  {row[2]:6d}  {row[3]:7d}"
+        )
+    terminalreporter.write_line(
+        f"{'all'.ljust(width)}  {totals[0]:5d}  {totals[1]:7d}  {totals[2]:6d}  {totals[3]:7d}"
+    )
+
+
 # The shared data sets live in ../shared/data beside the checkout (see its README).
 SHARED_DATA = Path(
     os.environ.get("BOLTZLAB_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")

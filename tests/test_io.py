@@ -122,6 +122,7 @@ HOSTILE = {
 }
 
 
+@pytest.mark.fault("hostile model and checkpoint files")
 @pytest.mark.parametrize("loader_name", sorted(LOADERS))
 @pytest.mark.parametrize("case", sorted(HOSTILE))
 def test_loaders_refuse_foreign_corrupt_and_hostile_files(tmp_path, loader_name, case):
@@ -131,6 +132,7 @@ def test_loaders_refuse_foreign_corrupt_and_hostile_files(tmp_path, loader_name,
     _assert_refused(LOADERS[loader_name], path, match)
 
 
+@pytest.mark.fault("hostile model and checkpoint files")
 @pytest.mark.parametrize("loader_name", sorted(LOADERS))
 def test_loaders_refuse_missing_files_and_directories(tmp_path, loader_name):
     text = _assert_refused(
@@ -158,6 +160,7 @@ def test_write_atomic_respects_the_umask(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o644  # not mkstemp's private 0o600
 
 
+@pytest.mark.fault("hostile model and checkpoint files")
 def test_write_atomic_crash_keeps_old_file_and_removes_temporary(tmp_path, monkeypatch):
     path = write_atomic(tmp_path / "file.bin", b"old contents")
 
@@ -228,6 +231,7 @@ def test_model_and_checkpoint_loaders_refuse_each_others_files(tmp_path):
     _assert_refused(load_model, checkpoint_path, r"is a boltzlab checkpoint, not a model file")
 
 
+@pytest.mark.fault("hostile model and checkpoint files")
 @pytest.mark.parametrize(
     ("header", "match"),
     [
@@ -250,6 +254,7 @@ def test_load_checkpoint_refuses_bad_headers(tmp_path, header, match):
     _assert_refused(load_checkpoint, path, match)
 
 
+@pytest.mark.fault("hostile model and checkpoint files")
 def test_read_errors_never_leak_library_exceptions(tmp_path):
     # Flip every byte of a small valid model file in turn: each result either loads or is
     # refused with ModelFileError, never another exception.
@@ -267,6 +272,7 @@ def test_read_errors_never_leak_library_exceptions(tmp_path):
             assert str(path) in str(error)
 
 
+@pytest.mark.fault("hostile model and checkpoint files")
 def test_zip_with_safetensors_name_is_still_refused(tmp_path):
     path = tmp_path / "model.safetensors"
     with zipfile.ZipFile(path, "w") as archive:
@@ -315,6 +321,7 @@ def test_identical_content_gives_identical_bytes_in_separate_processes(tmp_path)
     }
 
 
+@pytest.mark.fault("hostile model and checkpoint files")
 def test_a_sparse_file_is_refused_from_its_header_before_it_is_read(tmp_path):
     """A small header padded to 1 GiB (a sparse file: no disk used) is refused without reading
     the gigabyte: the header is checked against the file size first."""
@@ -337,6 +344,7 @@ def test_a_sparse_file_is_refused_from_its_header_before_it_is_read(tmp_path):
     assert int(lines[1]) < 700_000  # kB: torch alone is ~400 MB; reading the file would add 1 GB
 
 
+@pytest.mark.fault("hostile model and checkpoint files")
 def test_a_symlink_loop_is_not_called_missing(tmp_path):
     loop = tmp_path / "loop.safetensors"
     loop.symlink_to(loop)

@@ -202,6 +202,7 @@ def test_chains_of_another_dtype_get_one_error_naming_both_and_the_fix(operator)
         bl.operators.get(operator).step(model, chains, generator=torch.Generator().manual_seed(0))
 
 
+@pytest.mark.fault("absurd arguments")
 @pytest.mark.parametrize(
     ("device", "match"),
     [

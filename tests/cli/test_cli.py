@@ -186,6 +186,7 @@ def test_info_describes_the_trained_model(run_dir: Path) -> None:
     assert f"exact log Z: {exact:.6f}" in result.output
 
 
+@pytest.mark.fault("untrusted strings")
 def test_info_escapes_control_characters_and_cuts_long_metadata(tmp_path: Path) -> None:
     """Metadata is untrusted: a terminal must not receive its escape sequences, nor 20 MB of it."""
     path = tmp_path / "hostile.safetensors"
@@ -410,6 +411,7 @@ def test_logz_and_evaluate_json_print_one_object(run_dir: Path, data_file: Path)
     assert isinstance(report["disagreements"], list) and report["sandwich"] is None
 
 
+@pytest.mark.fault("absurd arguments")
 @pytest.mark.parametrize(
     ("flags", "fragment"),
     [
@@ -430,6 +432,7 @@ def test_train_refuses_absurd_numbers_before_writing(
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.fault("absurd arguments")
 @pytest.mark.parametrize(
     ("command", "fragment"),
     [

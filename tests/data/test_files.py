@@ -176,6 +176,7 @@ def test_grey_levels_binarised_only_when_asked(tmp_path):
 # --- malformed files: one line each --------------------------------------------------------------
 
 
+@pytest.mark.fault("hostile data files")
 @pytest.mark.parametrize(
     ("name", "text", "fragments"),
     [
@@ -219,6 +220,7 @@ def test_malformed_text_is_one_clear_line(tmp_path, name, text, fragments):
         assert fragment in message, message
 
 
+@pytest.mark.fault("hostile data files")
 def test_malformed_npy_is_one_clear_line(tmp_path, binary):
     np.save(tmp_path / "vector.npy", binary[0])
     assert "shape (7,) (1-D)" in refused(tmp_path / "vector.npy") and "reshape(1, -1)" in refused(
@@ -304,6 +306,7 @@ def test_split_fractions_refused_when_impossible(tmp_path, binary):
     assert data.load("digits", validation_fraction=0.1).valid.shape == (150, 64)
 
 
+@pytest.mark.fault("hostile data files")
 def test_an_npy_header_claiming_more_rows_than_the_file_holds_is_refused_before_allocating(tmp_path):
     """A header claiming 10^11 rows used to reach numpy's allocation ("out of memory; use fewer chains")."""
     small = np.zeros((3, 4), dtype=np.uint8)
@@ -322,6 +325,7 @@ def test_an_npy_header_claiming_more_rows_than_the_file_holds_is_refused_before_
     assert read_npy(tmp_path / "fine.npy").shape == (3, 4)
 
 
+@pytest.mark.fault("hostile data files")
 def test_a_spreadsheet_formula_is_text_not_a_wrong_delimiter(tmp_path):
     """A cell such as ``=cmd|' /C calc'!A0`` holds a space, but it is not numbers under another delimiter."""
     path = tmp_path / "formula.csv"

@@ -275,6 +275,7 @@ def test_sharded_dbm_per_example_likelihood_same_on_one_and_two_processes(tmp_pa
     assert torch.equal(runs[1][1]["log_weights"], runs[2][1]["log_weights"])
 
 
+@pytest.mark.fault("process groups")
 @pytest.mark.slow
 def test_a_dead_rank_stops_the_others_with_an_error(tmp_path):
     outcomes, saved = run_group("dies", 2, tmp_path)  # communicate() would time out on a hang
@@ -283,6 +284,7 @@ def test_a_dead_rank_stops_the_others_with_an_error(tmp_path):
     assert "rank 0 of 2" in outcomes[0].stderr and "failed" in outcomes[0].stderr
 
 
+@pytest.mark.fault("process groups")
 @pytest.mark.slow
 def test_data_parallel_training_refuses_ranks_that_disagree(tmp_path):
     outcomes, _ = run_group("train_different_seeds", 2, tmp_path)
@@ -290,6 +292,7 @@ def test_data_parallel_training_refuses_ranks_that_disagree(tmp_path):
     assert "disagree on the model parameters, training data and seed" in outcomes[0].stderr
 
 
+@pytest.mark.fault("process groups")
 @pytest.mark.slow
 def test_ranks_with_different_seeds_are_refused(tmp_path):
     outcomes, _ = run_group("different_seeds", 2, tmp_path)

@@ -16,6 +16,8 @@ from boltzlab.estimators.exact import exact_log_z
 from boltzlab.estimators.record import methods
 from boltzlab.models.gaussian_rbm import GaussianRBM
 
+pytestmark = pytest.mark.fault("broken models")
+
 
 def _models() -> list[tuple[str, object, str]]:
     """(label, model, name of the tensor that will be broken)."""

@@ -167,6 +167,7 @@ def test_load_refuses_inconsistent_dbm_files_naming_the_problem(tmp_path, corrup
     assert str(path) in str(caught.value) and "\n" not in str(caught.value)
 
 
+@pytest.mark.fault("hostile model and checkpoint files")
 def test_valid_parts_load_so_each_corruption_is_the_only_fault(tmp_path):
     tensors, header = _valid_parts()
     path = tmp_path / "fine.safetensors"

@@ -328,6 +328,7 @@ def test_load_refuses_inconsistent_model_files_naming_file_problem_and_fix(tmp_p
     assert str(path) in text and "\n" not in text and ";" in text
 
 
+@pytest.mark.fault("hostile model and checkpoint files")
 def test_valid_parts_load_so_each_corruption_is_the_only_fault(tmp_path):
     tensors, header = _valid_parts()
     path = tmp_path / "fine.safetensors"

@@ -86,6 +86,7 @@ def _csv_without_time(path: Path) -> list[dict[str, str]]:
         return [{k: v for k, v in row.items() if k != "time"} for row in csv.DictReader(stream)]
 
 
+@pytest.mark.fault("interrupted runs")
 @pytest.mark.parametrize("algorithm", ["cd", "pcd"])
 def test_resume_is_bit_identical(tmp_path: Path, algorithm: str) -> None:
     whole = _run(tmp_path / "whole", algorithm, seed_model=0, seed=123)

@@ -46,6 +46,8 @@ print("claimed", flush=True)
 time.sleep(60)
 """
 
+pytestmark = pytest.mark.fault("run folders")
+
 
 def test_a_claimed_folder_refuses_a_second_claim_until_released(tmp_path: Path) -> None:
     first = claim_run_folder(tmp_path / "run")
