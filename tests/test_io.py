@@ -293,6 +293,7 @@ Trajectory.from_models([bl.RBM(weights=s * model.weights.detach()) for s in (0.5
 """
 
 
+@pytest.mark.slow  # a separate Python process or two (CONTRIBUTING.md, "Two tiers")
 def test_identical_content_gives_identical_bytes_in_separate_processes(tmp_path):
     """Model files, checkpoints and trajectories written by two processes are byte for byte the
     same (the safetensors library orders its metadata by a per-process hash), so a checksum of
@@ -321,6 +322,7 @@ def test_identical_content_gives_identical_bytes_in_separate_processes(tmp_path)
     }
 
 
+@pytest.mark.slow  # a separate Python process or two (CONTRIBUTING.md, "Two tiers")
 @pytest.mark.fault("hostile model and checkpoint files")
 def test_a_sparse_file_is_refused_from_its_header_before_it_is_read(tmp_path):
     """A small header padded to 1 GiB (a sparse file: no disk used) is refused without reading

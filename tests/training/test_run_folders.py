@@ -64,6 +64,7 @@ def test_a_claimed_folder_refuses_a_second_claim_until_released(tmp_path: Path) 
         pass
 
 
+@pytest.mark.slow  # a separate Python process or two (CONTRIBUTING.md, "Two tiers")
 def test_a_killed_owner_leaves_no_lock_behind(tmp_path: Path) -> None:
     folder = tmp_path / "run"
     holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(folder)], stdout=subprocess.PIPE, text=True)
@@ -185,6 +186,7 @@ def test_cli_resume_refuses_a_checkpoint_copied_from_another_run(tmp_path: Path)
     assert result.exit_code == 0, result.output
 
 
+@pytest.mark.slow  # a separate Python process or two (CONTRIBUTING.md, "Two tiers")
 def test_two_trainings_started_together_leave_one_runs_files(tmp_path: Path) -> None:
     out = tmp_path / "run"
     command = [
