@@ -186,7 +186,7 @@ def check_finite_model(model: Any, door: str) -> None:
     (a comparison with NaN is False either way), so a verdict on it would be meaningless: the
     public doors (``estimate_log_z``, ``exact_log_z``, ``log_likelihood``, ``sample``) call this
     first. A model without ``named_parameters``/``named_buffers`` (not a ``torch.nn.Module``) is
-    not checked. One device synchronisation per tensor, once per call.
+    not checked. One device synchronisation per call.
 
     Parameters
     ----------
@@ -199,9 +199,15 @@ def check_finite_model(model: Any, door: str) -> None:
         method = getattr(model, attribute, None)
         if callable(method):
             named.extend(method())
-    for name, tensor in named:
-        if not (tensor.is_floating_point() or tensor.is_complex()) or tensor.device.type == "meta":
-            continue
+    checked = [
+        (name, tensor)
+        for name, tensor in named
+        if (tensor.is_floating_point() or tensor.is_complex()) and tensor.device.type != "meta"
+    ]
+    # One device synchronisation for the common case, a sound model; details only on failure.
+    if not checked or bool(torch.stack([torch.isfinite(tensor).all() for _, tensor in checked]).all()):
+        return
+    for name, tensor in checked:
         finite = torch.isfinite(tensor)
         if bool(finite.all()):
             continue
