@@ -223,3 +223,62 @@ def test_models_refuse_a_device_they_cannot_use(device: str, match: str) -> None
     ):
         with pytest.raises(ValidationError, match=match):
             build()
+
+
+@pytest.mark.fault("absurd arguments")
+@pytest.mark.parametrize("operator", ["gibbs", "flip", "mixture"])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda v, h: (v[:, :3], h), r"layers of 3 \+ 3 units but the model's layers have 4 \+ 3 units"),
+        (lambda v, h: (v,), r"layers of 4 units but the model's layers have 4 \+ 3 units"),
+        (
+            lambda v, h: (torch.full_like(v, 0.5), h),
+            r"layer 0 must hold 0/1 values; found 20 others, e\.g\. 0\.5",
+        ),
+        (lambda v, h: (v, h - 1), r"layer 1 must hold 0/1 values"),
+    ],
+    ids=["narrow", "missing layer", "halves", "minus one"],
+)
+def test_operators_refuse_chains_that_are_no_state_of_the_model(operator, change, message):
+    """A wrong width used to end in torch's matmul error, and 0.5 was moved silently."""
+    model = bl.RBM(n_visible=4, n_hidden=3, generator=0)
+    good = model.init_chains(5, generator=torch.Generator().manual_seed(0))
+    bad = bl.Chains(layers=change(*good.layers), beta=good.beta)
+    with pytest.raises(ValidationError, match=message):
+        bl.operators.get(operator).step(model, bad, generator=torch.Generator().manual_seed(1))
+
+
+def test_operator_output_is_checked_once_and_then_trusted():
+    """The 0/1 check costs a synchronisation, so it runs on chains a caller built and not on an
+    operator's own output; a caller who edits the tensors builds new Chains, checked again."""
+    model = bl.RBM(n_visible=4, n_hidden=3, generator=0)
+    generator = torch.Generator().manual_seed(0)
+    chains = model.init_chains(5, generator=generator)
+    operator = bl.operators.get("gibbs")
+    moved, _ = operator.step(model, chains, generator=generator)
+    assert (
+        moved.values_checked and moved.with_beta(0.5).values_checked and moved.select(slice(2)).values_checked
+    )
+    assert moved == bl.Chains(layers=moved.layers, beta=moved.beta)  # not part of equality
+    edited = bl.Chains(layers=(moved.layers[0] * 0.5, moved.layers[1]), beta=moved.beta)
+    with pytest.raises(ValidationError, match="must hold 0/1 values"):
+        operator.step(model, edited, generator=generator)
+
+
+@pytest.mark.fault("absurd arguments")
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda model, data: bl.log_likelihood(model, data, log_z=1.0),
+        lambda model, data: model.set_base_rate(data),
+        lambda model, data: bl.train(model, data, n_updates=1, batch_size=2),
+    ],
+    ids=["log_likelihood", "set_base_rate", "train"],
+)
+def test_data_on_the_meta_device_is_refused_by_name(call):
+    """The meta device (shapes without values) stands in for data on a device this process
+    cannot read; it used to end in "Tensor.item() cannot be called on meta tensors"."""
+    model = bl.RBM(n_visible=4, n_hidden=3, generator=0)
+    with pytest.raises(ValidationError, match="on the 'meta' device, which holds shapes but no values"):
+        call(model, torch.zeros(5, 4, device="meta"))

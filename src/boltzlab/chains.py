@@ -13,7 +13,7 @@ Checkpoints (docs/architecture.md, "Files") store chains as named tensors
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import Tensor
@@ -36,10 +36,15 @@ class Chains:
     beta : Tensor, shape (n_chains,)
         Inverse temperature of each chain on the model's tempered family (1 = the model,
         0 = its tractable base), same dtype and device as the layers.
+    values_checked : bool, default False
+        Whether the binary layers are known to hold only 0/1: an operator's output is, so the
+        value check (one device synchronisation) runs once on chains a caller built, not on
+        every step. Not part of equality.
     """
 
     layers: tuple[Tensor, ...]
     beta: Tensor
+    values_checked: bool = field(default=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # Metadata checks only: cheap enough to run on every step.
@@ -90,7 +95,11 @@ class Chains:
 
     def select(self, index: Tensor | slice) -> Chains:
         """The chains picked by ``index`` along axis 0."""
-        return Chains(layers=tuple(layer[index] for layer in self.layers), beta=self.beta[index])
+        return Chains(
+            layers=tuple(layer[index] for layer in self.layers),
+            beta=self.beta[index],
+            values_checked=self.values_checked,
+        )
 
     @classmethod
     def concatenate(cls, parts: Sequence[Chains]) -> Chains:
@@ -100,12 +109,14 @@ class Chains:
         return cls(
             layers=tuple(torch.cat(layers) for layers in zip(*(part.layers for part in parts), strict=True)),
             beta=torch.cat([part.beta for part in parts]),
+            values_checked=all(part.values_checked for part in parts),
         )
 
     def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> Chains:
         return Chains(
             layers=tuple(layer.to(device=device, dtype=dtype) for layer in self.layers),
             beta=self.beta.to(device=device, dtype=dtype),
+            values_checked=self.values_checked,  # 0 and 1 are exact in every floating dtype
         )
 
 

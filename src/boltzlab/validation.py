@@ -64,6 +64,11 @@ def _example_matrix(data: Any, name: str, *, n_units: int | None) -> Tensor:
     """
     if isinstance(data, Tensor):
         tensor = data.detach()
+        if tensor.device.type == "meta":
+            raise ValidationError(
+                f"{name} is on the 'meta' device, which holds shapes but no values; pass the data "
+                "itself (on the CPU or the model's device)"
+            )
     else:
         try:
             tensor = torch.as_tensor(np.asarray(data))
@@ -162,6 +167,14 @@ def check_chains_match(model: Any, chains: Any, *, name: str = "chains", fix: st
     fix : str, optional
         How to fix it; default: convert with ``chains.to(...)`` or make them from the model.
     """
+    sizes = getattr(model, "layer_sizes", None)
+    if sizes is not None:
+        widths = tuple(layer.shape[1] for layer in chains.layers)
+        if widths != tuple(sizes):
+            raise ValidationError(
+                f"the {name} have layers of {_units(widths)} but the model's layers have {_units(sizes)}; "
+                "make them with model.init_chains(...) or model.chains_from(data)"
+            )
     dtype, device = getattr(model, "dtype", None), getattr(model, "device", None)
     if dtype is None or device is None:
         return
@@ -177,6 +190,33 @@ def check_chains_match(model: Any, chains: Any, *, name: str = "chains", fix: st
             "model.init_chains(...) or model.chains_from(data)"
         )
     raise ValidationError(f"the {name} are {found} but the model is {dtype} on {device_type}: {fix}")
+
+
+def _units(widths: Any) -> str:
+    return " + ".join(str(int(width)) for width in widths) + " units"
+
+
+def check_binary_layers(chains: Any, binary: Any, *, name: str = "chains") -> None:
+    """Refuse chains whose binary layers hold values other than 0 and 1 (one synchronisation).
+
+    A layerwise operator reads a 0.5 as "not 1" in one place and as half a unit in a matrix
+    product in another, so such chains would be moved by a kernel that is no Markov chain of
+    the model, silently. ``binary`` gives, per layer, whether it is binary.
+    """
+    layers = [layer for layer, is_binary in zip(chains.layers, binary, strict=True) if is_binary]
+    if not layers:
+        return
+    flags = torch.stack([(layer * (layer - 1)).ne(0).any() for layer in layers])
+    if not bool(flags.any()):
+        return
+    index = [i for i, is_binary in enumerate(binary) if is_binary][int(flags.to(torch.int8).argmax())]
+    layer = chains.layers[index]
+    bad = layer[(layer != 0) & (layer != 1)]
+    raise ValidationError(
+        f"the {name}' layer {index} must hold 0/1 values; found {bad.numel()} others, e.g. "
+        f"{bad.flatten()[0].item()!r}. Binarise the states, or make them with model.init_chains(...) "
+        "or model.chains_from(data)"
+    )
 
 
 def check_finite_model(model: Any, door: str) -> None:

@@ -286,6 +286,35 @@ def test_a_dead_rank_stops_the_others_with_an_error(tmp_path):
 
 @pytest.mark.fault("process groups")
 @pytest.mark.slow
+def test_a_frozen_rank_stops_the_others_when_the_group_times_out(tmp_path):
+    """Rank 1 hangs (it sleeps for two minutes); with BOLTZLAB_DIST_TIMEOUT=8 rank 0 must exit
+    with an error that names the failed exchange well before rank 1 wakes up."""
+    port = _free_port()
+    out = tmp_path / "freezes.pt"
+    processes = [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), "freezes", str(out)],
+            env={**_environment(rank, 2, port), "BOLTZLAB_DIST_TIMEOUT": "8", "FREEZE_S": "120"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(2)
+    ]
+    try:
+        _, stderr = processes[0].communicate(timeout=100)
+        assert processes[1].poll() is None  # still frozen: rank 0 did not wait for it
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert processes[0].returncode == 1 and not out.exists(), stderr[-2000:]
+    assert "rank 0 of 2" in stderr and "failed" in stderr, stderr[-2000:]
+
+
+@pytest.mark.fault("process groups")
+@pytest.mark.slow
 def test_data_parallel_training_refuses_ranks_that_disagree(tmp_path):
     outcomes, _ = run_group("train_different_seeds", 2, tmp_path)
     assert all(o.returncode == 1 for o in outcomes)

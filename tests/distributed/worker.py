@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -150,6 +151,15 @@ def dies() -> dict:
     return ais()
 
 
+def freezes() -> dict:
+    """Rank 1 stops answering (a hung process) before the weights are gathered; the others must
+    stop with an error once the group's timeout passes, not wait for it forever."""
+    if distributed.topology().rank == 1:
+        time.sleep(float(os.environ.get("FREEZE_S", "120")))
+        os._exit(4)
+    return ais()
+
+
 def different_seeds() -> dict:
     model, _ = tiny_model()
     seed = 5 + distributed.topology().rank
@@ -205,6 +215,7 @@ SCENARIOS = {
     "ais": ais,
     "raise": raise_,
     "dies": dies,
+    "freezes": freezes,
     "different_seeds": different_seeds,
 }
 

@@ -115,6 +115,8 @@ class GaussianMixtureFamily(nn.Module):
     """
 
     update_groups: tuple[tuple[int, ...], ...] = ((), (0,))
+    #: The one layer is real-valued: no log-odds and no exact conditional draw (HMC moves it).
+    layer_kinds: tuple[str, ...] = ("real",)
 
     def __init__(
         self,

@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import torch
@@ -39,7 +39,7 @@ from boltzlab.operators.fused import fused_sample, uses_fused
 from boltzlab.operators.one_region import one_region_sweep, uses_one_region
 from boltzlab.registry import Registry
 from boltzlab.rng import fill_centered_uniform_, uniform_scale, uniform_workspace
-from boltzlab.validation import check_chains_match
+from boltzlab.validation import check_binary_layers, check_chains_match
 
 __all__ = [
     "LayerwiseOperator",
@@ -186,15 +186,19 @@ class LayerwiseOperator(ABC):
         (Chains, StepInfo)
         """
         check_chains_match(model, chains)
+        kinds = _non_binary_kinds(model)
+        if not chains.values_checked:
+            binary = [True] * len(chains.layers) if kinds is None else [kind == "binary" for kind in kinds]
+            check_binary_layers(chains, binary)
         if terms is None and uses_one_region(self, model, chains, generator):
             # Binary RBMs on the CPU: product and sampling of each row block in one parallel
             # region (operators/one_region.py), the same draws as the path below.
             swept = one_region_sweep(self, model, chains, generator=generator, reverse=reverse)
             if swept is not None:
+                swept = replace(swept, values_checked=True)
                 return swept, StepInfo(previous=chains, current=swept)
         layers = list(chains.layers)
         groups = model.update_groups[::-1] if reverse else model.update_groups
-        kinds = _non_binary_kinds(model)
         for group_index, group in enumerate(groups):
             if group_index == 0 and terms is not None and not reverse:
                 # The summed-out group is binary by the MarginalTerms protocol (logits β·a).
@@ -211,12 +215,18 @@ class LayerwiseOperator(ABC):
                 ]
             for index, layer_logits in zip(group, logits, strict=True):
                 if layer_logits is None:  # a non-binary layer: an exact conditional draw
+                    if not callable(getattr(model, "sample_conditional", None)):
+                        raise ValidationError(
+                            f"{type(model).__name__}'s layer {index} is {kinds[index]}-valued with no "  # type: ignore[index]
+                            "exact conditional draw, so a layerwise operator cannot move it; sample it "
+                            "with operator='hmc' (boltzlab.operators.HMCOperator)"
+                        )
                     layers[index] = model.sample_conditional(  # type: ignore[attr-defined]
                         index, snapshot, chains.beta, generator=generator
                     )
                 else:
                     layers[index] = self.sample_layer_(layer_logits, layers[index], generator=generator)
-        new_chains = Chains(layers=tuple(layers), beta=chains.beta)
+        new_chains = Chains(layers=tuple(layers), beta=chains.beta, values_checked=True)
         return new_chains, StepInfo(previous=chains, current=new_chains)
 
     def __repr__(self) -> str:
