@@ -6,7 +6,8 @@ Properties checked:
   with new Python objects (model, generator), ends with torch.equal parameters, momentum
   buffers and chains, the same history (times aside) and the same metrics CSV, for CD and PCD,
   with momentum and non-constant learning-rate schedules;
-* a huge learning rate raises DivergenceError naming the update and the learning rate; no
+* a huge learning rate with momentum raises DivergenceError naming the update, the learning rate
+  and the non-finite tensors; large but finite weights are no divergence; no
   checkpoint holds non-finite values and the last one loads;
 * a fresh run refuses a directory with another run's checkpoints; a resume may lower the
   learning rate; a resume on other data is refused.
@@ -128,7 +129,10 @@ def test_divergence_stops_and_keeps_last_good_checkpoint(tmp_path: Path) -> None
             n_chains=13,
             batch_size=8,
             n_updates=50,
-            learning_rate=1e38,  # the first update leaves |W| ~ 1e37; the second overflows
+            # Momentum piles steps of ~1e38 up past float32's 3.4e38 at update 3. (Without it the
+            # weights saturate at ~lr and stay finite, which is no divergence.)
+            learning_rate=3e38,
+            momentum=0.9,
             log_every=10,
             checkpoint_dir=tmp_path,
             checkpoint_every=1,
@@ -136,14 +140,14 @@ def test_divergence_stops_and_keeps_last_good_checkpoint(tmp_path: Path) -> None
         )
     message = str(caught.value)
     assert "\n" not in message
-    assert "at update 2 (learning rate 1e+38)" in message
+    assert "at update 3 (learning rate 3e+38; NaN or ±inf now in 'weights', 'hidden_bias')" in message
     assert "learning_rate" in message and "--learning-rate" in message
     last = find_latest_checkpoint(tmp_path)
-    assert last is not None and last.name == "checkpoint-000000001.safetensors"
+    assert last is not None and last.name == "checkpoint-000000002.safetensors"
     assert str(last) in message
-    assert caught.value.step == 2
+    assert caught.value.step == 3
     checkpoint = load_checkpoint(last)
-    assert checkpoint.metadata["update"] == 1
+    assert checkpoint.metadata["update"] == 2
     for name, tensor in checkpoint.tensors.items():
         if tensor.is_floating_point():
             assert bool(torch.isfinite(tensor).all()), name
@@ -151,8 +155,26 @@ def test_divergence_stops_and_keeps_last_good_checkpoint(tmp_path: Path) -> None
 
 def test_divergence_found_between_records_reports_the_exact_update() -> None:
     model = bl.RBM(n_visible=9, n_hidden=4, generator=0)
-    with pytest.raises(DivergenceError, match=r"at update 2 .*no checkpoint was written"):
-        train(model, _data(), batch_size=8, n_updates=30, learning_rate=1e38, log_every=10, generator=0)
+    with pytest.raises(DivergenceError, match=r"at update 3 .*no checkpoint was written"):
+        train(
+            model,
+            _data(),
+            batch_size=8,
+            n_updates=30,
+            learning_rate=3e38,
+            momentum=0.9,
+            log_every=10,
+            generator=0,
+        )
+
+
+def test_large_but_finite_weights_are_no_divergence() -> None:
+    """Weights of ~1e38 are finite: a check that summed them overflowed to inf and stopped a run
+    whose every parameter was finite ("non-finite at update 2")."""
+    model = bl.RBM(n_visible=9, n_hidden=4, generator=0)
+    train(model, _data(), batch_size=8, n_updates=30, learning_rate=1e38, log_every=10, generator=0)
+    assert all(bool(tensor.isfinite().all()) for tensor in model.parameters())
+    assert float(model.weights.abs().max()) > 1e37
 
 
 def test_fresh_run_refuses_a_used_directory(tmp_path: Path) -> None:

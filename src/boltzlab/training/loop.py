@@ -214,8 +214,15 @@ class TrainingLoop:
             if last is not None
             else "no checkpoint was written (pass checkpoint_dir to keep one)"
         )
+        # Non-finite values stay non-finite under further updates, so the tensors that hold
+        # them now include the one that diverged at bad_update (others may have followed).
+        named = [*self._model.named_parameters(), *self._model.named_buffers()]
+        broken = [
+            name for name, tensor in named if tensor.is_floating_point() and not bool(tensor.isfinite().all())
+        ]
         raise DivergenceError(
-            f"weights became non-finite at update {bad_update} (learning rate {learning_rate:g}): "
+            f"the parameters became non-finite at update {bad_update} (learning rate {learning_rate:g}; "
+            f"NaN or ±inf now in {', '.join(repr(name) for name in broken) or 'the model'}): "
             f"lower learning_rate (--learning-rate); {where}",
             step=bad_update,
             partial=tuple(self._history),
@@ -355,10 +362,11 @@ class TrainingLoop:
         self.scheduler.step()
         self.phase_state = self.phase.after_update(self._model, self.phase_state)
         self._update += 1
-        # One fused finiteness flag per update, summed on the device: NaN or ±inf anywhere
-        # makes the total non-finite.
-        total = torch.stack([parameter.sum() for parameter in self.parameters]).sum()
-        self.finite_count.add_(torch.isfinite(total))
+        # One finiteness flag per update, counted on the device (no synchronisation). Each
+        # tensor is tested element by element: a sum would overflow to inf on large but finite
+        # float32 weights (36 entries of 1e37) and report a divergence that did not happen.
+        flags = torch.stack([parameter.isfinite().all() for parameter in self.parameters])
+        self.finite_count.add_(flags.all())
 
     def run(self) -> TrainResult:
         self.started = time.perf_counter()
