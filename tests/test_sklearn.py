@@ -16,7 +16,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import boltzlab as bl
-from boltzlab.errors import ValidationError
+from boltzlab.errors import DivergenceError, ValidationError
 from boltzlab.estimators.likelihood import log_likelihood, log_unnormalized
 from boltzlab.models.rbm import all_binary_states
 from boltzlab.sklearn import BernoulliRBM
@@ -297,6 +297,15 @@ def test_other_algorithms_and_operators_train_on_grey_data(algorithm, operator):
     rbm = _small(algorithm=algorithm, operator=operator, operator_params=operator_params).fit(_grey_rows())
     assert set(np.unique(rbm.h_samples_)) <= {0.0, 1.0}
     assert np.isfinite(rbm.score_samples(_grey_rows(5))).all()
+
+
+@pytest.mark.fault("absurd arguments")
+def test_a_learning_rate_that_overflows_the_weights_ends_fit_with_a_divergence_error():
+    # The default loop checks the parameters once per pass (no per-update synchronisation).
+    with pytest.raises(
+        DivergenceError, match=r"non-finite during pass 1 \(learning rate 1e\+38\); lower learning_rate"
+    ):
+        _small(learning_rate=1e38).fit(_grey_rows())
 
 
 def test_values_outside_the_unit_interval_are_clipped_with_a_warning_or_refused():
