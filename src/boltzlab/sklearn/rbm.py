@@ -1,12 +1,15 @@
 """``BernoulliRBM``: a drop-in for ``sklearn.neural_network.BernoulliRBM`` built on boltzlab.
 
 Same constructor, methods and fitted attributes as scikit-learn's (Tieleman 2008's PCD-1 there),
-with boltzlab underneath: the model is a :class:`boltzlab.RBM`, training is the library's
-training loop with any negative phase and operator (docs/algorithms.md §3.1), and
-``score_samples`` is ``log p(v) = −F(v) − log Z`` with ``log Z`` exact or estimated by
-:func:`boltzlab.estimate_log_z` — not scikit-learn's stochastic pseudo-likelihood — so a
-row's score never depends on the other rows. How values in [0, 1] are read:
-:mod:`boltzlab.sklearn.inputs`; the conventions: docs/architecture.md, "scikit-learn".
+with boltzlab underneath: the model is a :class:`boltzlab.RBM`; the default training is
+scikit-learn's own PCD in a tight loop (:mod:`boltzlab.sklearn.pcd`: the same initial weights
+for the same ``random_state``, one chain per minibatch row started at ``h = 0``, the rows in
+order), any other negative phase or operator runs in the library's training loop
+(docs/algorithms.md §3.1); ``score_samples`` is ``log p(v) = −F(v) − log Z`` with ``log Z``
+exact or estimated by :func:`boltzlab.estimate_log_z` (:mod:`boltzlab.sklearn.log_z`) — not
+scikit-learn's stochastic pseudo-likelihood — so a row's score never depends on the other rows,
+and ``score`` is its mean. How values in [0, 1] are read: :mod:`boltzlab.sklearn.inputs`; the
+conventions: docs/architecture.md, "scikit-learn".
 
 The learning rate means what scikit-learn's does: the gradient is averaged over the minibatch
 (scikit-learn divides its summed update by the batch size; the trainer's objective averages),
@@ -15,6 +18,7 @@ and there is no momentum or weight decay unless asked for.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -37,7 +41,8 @@ from boltzlab.sklearn.inputs import (
 )
 from boltzlab.sklearn.inputs import to_model_tensor as _tensor
 from boltzlab.sklearn.log_z import MAX_ANCHOR_ROWS, estimate_for, parameter_fingerprint
-from boltzlab.sklearn.training import Carried, Settings, run_updates, settings_of
+from boltzlab.sklearn.pcd import LoopOptions, run_one_update, run_passes
+from boltzlab.sklearn.training import Carried, Settings, run_updates, settings_of, uses_sklearn_loop
 from boltzlab.training import TrainRecord
 from boltzlab.validation import check_nonnegative_int, check_positive_int
 
@@ -59,34 +64,47 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     batch_size : int, default 10
         Rows per update (at most the number of rows given to ``fit``).
     n_iter : int, default 10
-        Passes over the data in ``fit``; each makes ``n_samples // batch_size`` updates of a
-        fresh random permutation.
+        Passes over the data in ``fit``. With the default PCD and Gibbs operator each pass
+        makes ``ceil(n_samples / batch_size)`` updates, the last minibatch ragged, as
+        scikit-learn's; the library's loop (other algorithms and operators) makes
+        ``n_samples // batch_size`` updates of a fresh random permutation.
     verbose : int, default 0
         Above 0: a progress bar over the updates.
     random_state : int, RandomState instance or None, default None
         Seeds the weights, the chains, the log Z estimate and the sampling methods; an int
-        makes everything reproducible.
+        makes everything reproducible. The initial weights are drawn as scikit-learn draws
+        them (``RandomState.normal(0, 0.01)``), so the same int gives both estimators the same
+        starting weights.
     algorithm : str, default "pcd"
-        The negative phase, any of ``boltzlab.training.available_phases()``: ``"pcd"``
-        (scikit-learn's, with ``n_chains`` chains instead of ``batch_size``), ``"cd"``,
-        ``"fpcd"``, ``"pt"``, ``"cast"``, ``"trans-sap"``, ``"ast"``, ``"rts"``.
+        The negative phase. ``"pcd"`` with ``operator="gibbs"`` (and no ``algorithm_params``
+        or ``operator_params``) is scikit-learn's PCD-k, run in :mod:`boltzlab.sklearn.pcd`'s
+        tight loop; any other of ``boltzlab.training.available_phases()`` — ``"cd"``,
+        ``"fpcd"``, ``"pt"``, ``"cast"``, ``"trans-sap"``, ``"ast"``, ``"rts"``, or ``"pcd"``
+        with another operator — runs in the library's training loop.
     operator : str, default "gibbs"
         How chains move: ``"gibbs"``, ``"flip"`` (flip-the-state) or ``"mixture"``.
     k : int, default 1
         Operator sweeps (or scheme steps) per update.
     n_chains : int, optional
-        Persistent chains; default 100 (50 for CAST), the trainer's.
+        Persistent chains; default ``batch_size`` for PCD (scikit-learn's ``h_samples_``: one
+        chain per minibatch row), else the trainer's (100, or 50 for CAST).
     momentum : float in [0, 1), default 0
     weight_decay : float >= 0, default 0
         L2 coefficient on the weights.
+    shuffle : bool, default False
+        With the default PCD: take the rows of each pass in their order, as scikit-learn does
+        (False), or in a fresh random order (True; better for data sorted by class). The
+        library's loop always shuffles.
     algorithm_params, operator_params : dict, optional
         Passed on, e.g. ``{"n_levels": 10}`` for PT, ``{"alpha": 0.5}`` for the mixture.
     log_z_method : str, default "auto"
         How ``score_samples`` gets log Z: ``"auto"`` is ``"exact"`` when the smaller layer has at
-        most ``boltzlab.sklearn.log_z.MAX_EXACT_UNITS`` (20) units and ``"anchored-ais"`` otherwise; any method of
-        :func:`boltzlab.estimate_log_z` may be named.
+        most ``boltzlab.sklearn.log_z.MAX_EXACT_UNITS`` (20) units, else a short AIS run judged
+        by the library's checks (``boltzlab.sklearn.log_z.FAST_AIS``: 100 chains, 500
+        temperatures, the schedule check, a witness from 1,000 training rows); any method of
+        :func:`boltzlab.estimate_log_z` may be named, and then runs with its own defaults.
     log_z_params : dict, optional
-        Options of that method (e.g. ``{"n_temperatures": 20000}``).
+        Options of that method, over the defaults (e.g. ``{"n_temperatures": 5000}``).
     out_of_range : {"clip", "error"}, default "clip"
         Values outside [0, 1] are clipped with a warning, or refused.
     dtype : {"float32", "float64"}, default "float32"
@@ -110,10 +128,11 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     log_z_estimate_ : boltzlab.LogZEstimate
         log Z of the current parameters, computed at first use and kept until they change
         (``fit``, ``partial_fit``, ``set_params`` or a write into the parameters).
-    log_z_, log_z_stderr_, log_z_method_, log_z_reliable_, log_z_verdict_ : float, float, str, bool, str
+    log_z_, log_z_stderr_, log_z_method_, log_z_reliable_, log_z_verdict_, log_z_reason_ : float, float, str, bool, str, str
         Its value (nats), standard error (0 when exact), the method that produced it, whether
-        it can be trusted, and the estimator's verdict: ``"reliable"``, ``"unchecked"`` (no
-        witness reached data) or ``"unreliable"`` (docs/trust.md).
+        it can be trusted, the estimator's verdict — ``"reliable"``, ``"unchecked"`` (no
+        witness reached data) or ``"unreliable"`` (docs/trust.md) — and why it is not
+        reliable (the first failed check, or what was not checked; ``""`` when reliable).
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when ``fit`` was given column names.
@@ -143,6 +162,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         n_chains: int | None = None,
         momentum: float = 0.0,
         weight_decay: float = 0.0,
+        shuffle: bool = False,
         algorithm_params: dict[str, Any] | None = None,
         operator_params: dict[str, Any] | None = None,
         log_z_method: str = "auto",
@@ -163,6 +183,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         self.n_chains = n_chains
         self.momentum = momentum
         self.weight_decay = weight_decay
+        self.shuffle = shuffle
         self.algorithm_params = algorithm_params
         self.operator_params = operator_params
         self.log_z_method = log_z_method
@@ -193,23 +214,23 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         rows = self._rows(X, reset=True, method="fit")
         settings = settings_of(self)
         batch_size = min(check_positive_int(self.batch_size, "batch_size"), rows.shape[0])
-        per_pass = rows.shape[0] // batch_size
-        n_updates = check_nonnegative_int(self.n_iter, "n_iter") * per_pass
+        n_passes = check_nonnegative_int(self.n_iter, "n_iter")
         self._initialise(rows)
-        self.history_ = self._train(rows, settings, batch_size, n_updates, log_every=per_pass)
+        self.history_ = self._train(rows, settings, batch_size=batch_size, n_passes=n_passes)
         return self
 
     def partial_fit(self, X: Any, y: Any = None) -> BernoulliRBM:
         """One update with ``X`` as the minibatch, continuing the chains (scikit-learn's meaning).
 
-        The first call makes the model (its weights, base and chains from ``X``).
+        The first call makes the model (its weights and base from ``X``; the chains as ``fit``
+        starts them).
         """
         first = not hasattr(self, "model_")
         rows = self._rows(X, reset=first, method="partial_fit")
         settings = settings_of(self)
         if first:
             self._initialise(rows)
-        self._train(rows, settings, rows.shape[0], 1, log_every=1)
+        self._train(rows, settings, batch_size=rows.shape[0], n_passes=None)
         if not first:  # the newest rows anchor log Z estimates from now on
             drawn = self._binary(_tensor(rows, self.model_)).to(torch.uint8).cpu()
             self._anchor_rows = torch.cat([self._anchor_rows, drawn])[-MAX_ANCHOR_ROWS:]
@@ -225,17 +246,22 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         )
 
     def _initialise(self, rows: np.ndarray) -> None:
-        """A fresh model for ``rows``: weights N(0, 0.01²) as scikit-learn's, base rate, seeds."""
+        """A fresh model for ``rows``: scikit-learn's initial weights, zero biases, base rate, seeds."""
         n_components = check_positive_int(self.n_components, "n_components")
         dtype = _DTYPES.get(str(self.dtype).removeprefix("torch."))
         if dtype is None:
             raise ValidationError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
         device = torch.device("cpu" if self.device is None else self.device)
-        seeds = [int(seed) for seed in check_random_state(self.random_state).randint(0, 2**31 - 1, size=3)]
+        random_state = check_random_state(self.random_state)
+        # scikit-learn's first draw, in its shape (n_components, n_features): the same int
+        # random_state starts both estimators at the same weights. The digits example's test
+        # accuracy varies by a standard deviation of 0.015-0.02 from seed to seed, much of it
+        # the starting weights': with them shared, the seed-by-seed difference between the two
+        # estimators varied by 0.012 (24 seeds), so a comparison over a few seeds says more.
+        components = random_state.normal(0.0, 0.01, (n_components, rows.shape[1]))
+        seeds = [int(seed) for seed in random_state.randint(0, 2**31 - 1, size=3)]
         generator = make_generator(seeds[0], device)
-        model = RBM(
-            n_visible=rows.shape[1], n_hidden=n_components, dtype=dtype, device=device, generator=generator
-        )
+        model = RBM(weights=torch.as_tensor(components.T), dtype=dtype, device=device)
         drawn = self._binary(_tensor(rows, model), generator=make_generator(seeds[2], device))
         model.set_base_rate(drawn)
         keep = torch.randperm(drawn.shape[0], generator=torch.Generator().manual_seed(seeds[2]))
@@ -261,20 +287,39 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         return set_state(torch.Generator(device=self.model_.device), self._rng_state)
 
     def _train(
-        self, rows: np.ndarray, settings: Settings, batch_size: int, n_updates: int, *, log_every: int
+        self, rows: np.ndarray, settings: Settings, *, batch_size: int, n_passes: int | None
     ) -> tuple[TrainRecord, ...]:
-        """Run :func:`run_updates` from where the last call stopped; returns the history."""
+        """Train from where the last call stopped: ``n_passes`` passes (``fit``) or, with
+        ``None``, one update with all of ``rows`` (``partial_fit``); returns the history."""
         generator = self._generator()
-        history, self._carried = run_updates(
-            self.model_,
-            _tensor(rows, self.model_),
-            settings,
-            self._carried,
-            generator=generator,
-            batch_size=batch_size,
-            n_updates=n_updates,
-            log_every=log_every,
-        )
+        data = _tensor(rows, self.model_)
+        history: tuple[TrainRecord, ...] = ()
+        if uses_sklearn_loop(self):
+            options = LoopOptions.of(settings, batch_size)
+            if n_passes is None:
+                self._carried = run_one_update(self.model_, data, options, self._carried, generator=generator)
+            else:
+                history, self._carried = run_passes(
+                    self.model_,
+                    data,
+                    options,
+                    self._carried,
+                    generator=generator,
+                    n_passes=n_passes,
+                    verbose=settings.verbose,
+                )
+        else:
+            per_pass = 1 if n_passes is None else rows.shape[0] // batch_size
+            history, self._carried = run_updates(
+                self.model_,
+                data,
+                settings,
+                self._carried,
+                generator=generator,
+                batch_size=batch_size,
+                n_updates=1 if n_passes is None else n_passes * per_pass,
+                log_every=per_pass,
+            )
         self._rng_state = get_state(generator)
         chains = self._carried.chains
         self.h_samples_ = (
@@ -349,6 +394,10 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         lambda self: self.log_z_estimate_.status,
         doc='The verdict in one word: "reliable", "unchecked" or "unreliable" (docs/trust.md).',
     )
+    log_z_reason_ = property(
+        lambda self: self.log_z_estimate_.reason,
+        doc='Why log Z is not reliable: the first failed check, or what was not checked ("" if reliable).',
+    )
 
     # ------------------------------------------------------------------ transforming and scoring
     def transform(self, X: Any) -> np.ndarray:
@@ -364,6 +413,10 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     def score_samples(self, X: Any) -> np.ndarray:
         """``log p(v)`` per row (nats), ``v = (X >= 0.5)``, with ``log_z_estimate_``'s log Z.
 
+        The first call after a fit computes log Z (``log_z_method``); later calls reuse it
+        until the parameters change. A log Z whose checks did not pass gives a
+        ``UserWarning`` with the reason (also in ``log_z_reason_``).
+
         Returns
         -------
         ndarray, shape (n_samples,), float64
@@ -373,8 +426,25 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         check_is_fitted(self)
         rows = self._rows(X, reset=False, method="score_samples")
         v = _tensor(rows >= 0.5, self.model_)
-        log_z = self.log_z_estimate_.log_z
-        return (-self.model_.free_energy(v) - log_z).cpu().numpy()
+        estimate = self.log_z_estimate_
+        if not estimate.reliable:
+            warnings.warn(
+                f"BernoulliRBM.score_samples: log Z = {estimate.log_z:.4f} ± {estimate.stderr:.2g} "
+                f"({estimate.method}) is {estimate.status}: {estimate.reason}; pass log_z_params "
+                "(e.g. more n_temperatures) or another log_z_method for a better estimate",
+                UserWarning,
+                stacklevel=2,
+            )
+        return (-self.model_.free_energy(v) - estimate.log_z).cpu().numpy()
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """Mean ``log p(v)`` per row of ``X`` (nats): ``score_samples(X).mean()``; ``y`` is ignored.
+
+        What ``GridSearchCV`` and ``cross_val_score`` maximise when given no ``scoring``: the
+        held-out log-likelihood. Where log Z is estimated its error (``log_z_stderr_``) is
+        shared by every row, so it is also the error of this mean.
+        """
+        return float(np.mean(self.score_samples(X)))
 
     def gibbs(self, v: Any) -> np.ndarray:
         """One sweep of ``operator`` from ``v`` (hidden units first); boolean (n_samples, n_features).

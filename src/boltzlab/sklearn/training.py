@@ -1,11 +1,14 @@
-"""Training for ``BernoulliRBM``: the library's training loop, run in pieces that continue.
+"""Training settings of ``BernoulliRBM``, and its training through the library's loop.
 
-``fit`` is one run of :class:`boltzlab.training.loop.TrainingLoop` (the loop behind
-:func:`boltzlab.train`; docs/algorithms.md §3.1) and ``partial_fit`` a run of one update. The
-loop is used directly rather than through ``train`` for two reasons: the data term takes grey
-values in [0, 1] as they are (scikit-learn's meaning, :mod:`boltzlab.sklearn.inputs`), which
-``train`` refuses as non-binary, and what must carry from one call to the next — the negative
-phase's chains, the momentum buffers, the generator — is handed in and taken back here.
+The default, ``algorithm="pcd", operator="gibbs"``, is scikit-learn's own PCD and runs in the
+tight loop of :mod:`boltzlab.sklearn.pcd` (:func:`uses_sklearn_loop`). Every other algorithm
+and operator runs here: ``fit`` is one run of :class:`boltzlab.training.loop.TrainingLoop`
+(the loop behind :func:`boltzlab.train`; docs/algorithms.md §3.1) and ``partial_fit`` a run of
+one update. The loop is used directly rather than through ``train`` for two reasons: the data
+term takes grey values in [0, 1] as they are (scikit-learn's meaning,
+:mod:`boltzlab.sklearn.inputs`), which ``train`` refuses as non-binary, and what must carry
+from one call to the next — the negative phase's chains, the momentum buffers, the
+generator — is handed in and taken back here.
 """
 
 from __future__ import annotations
@@ -13,11 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from boltzlab import operators
 from boltzlab.chains import Chains
+from boltzlab.errors import ValidationError
 from boltzlab.sklearn.inputs import BernoulliStarts, check_real, is_binary
 from boltzlab.training import TrainConfig, TrainRecord, get_phase, make_schedule, objective_for
 from boltzlab.training.callbacks import Callback, ProgressBar
@@ -25,7 +30,7 @@ from boltzlab.training.loop import TrainingLoop
 from boltzlab.training.trainer import DEFAULT_CAST_CHAINS, DEFAULT_CHAINS
 from boltzlab.validation import check_positive_int
 
-__all__ = ["Carried", "Settings"]
+__all__ = ["Carried", "Settings", "uses_sklearn_loop"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +46,7 @@ class Settings:
     momentum: float
     weight_decay: float
     verbose: bool
+    shuffle: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +60,8 @@ class Carried:
     phase_description : dict, optional
         The phase's ``describe()``: another one (after ``set_params``) starts new chains.
     momentum : list of Tensor or None, optional
-        SGD's momentum buffers, one per parameter.
+        SGD's momentum buffers, one per parameter (the library loop's ``torch.optim.SGD``
+        buffers, or :mod:`boltzlab.sklearn.pcd`'s velocities); reused only with the chains.
     chains : Chains, optional
         The β = 1 chains after the last update (``h_samples_``).
     """
@@ -65,10 +72,34 @@ class Carried:
     chains: Chains | None = None
 
 
+def uses_sklearn_loop(estimator: Any) -> bool:
+    """Whether ``estimator`` trains with scikit-learn's PCD-k (:mod:`boltzlab.sklearn.pcd`).
+
+    True for ``algorithm="pcd"`` and ``operator="gibbs"`` given by name, with no
+    ``algorithm_params`` or ``operator_params`` (those are the library phase's options).
+    """
+    return (
+        isinstance(estimator.algorithm, str)
+        and estimator.algorithm == "pcd"
+        and isinstance(estimator.operator, str)
+        and estimator.operator == "gibbs"
+        and not estimator.algorithm_params
+        and not estimator.operator_params
+    )
+
+
+def default_chains(estimator: Any) -> int:
+    """``n_chains`` when none is given: one per minibatch row for PCD (scikit-learn's), else the trainer's."""
+    if estimator.algorithm == "pcd":
+        return check_positive_int(estimator.batch_size, "batch_size")
+    return DEFAULT_CAST_CHAINS if estimator.algorithm == "cast" else DEFAULT_CHAINS
+
+
 def settings_of(estimator: Any) -> Settings:
     """The training parameters of ``estimator``, each checked (a ValidationError names it)."""
-    default_chains = DEFAULT_CAST_CHAINS if estimator.algorithm == "cast" else DEFAULT_CHAINS
-    n_chains = default_chains if estimator.n_chains is None else estimator.n_chains
+    n_chains = default_chains(estimator) if estimator.n_chains is None else estimator.n_chains
+    if not isinstance(estimator.shuffle, (bool, np.bool_)):
+        raise ValidationError(f"shuffle must be True or False, got {estimator.shuffle!r}")
     return Settings(
         algorithm=estimator.algorithm,
         algorithm_params=dict(estimator.algorithm_params or {}),
@@ -79,6 +110,7 @@ def settings_of(estimator: Any) -> Settings:
         momentum=check_real(estimator.momentum, "momentum", low=0.0, high=1.0, low_open=False),
         weight_decay=check_real(estimator.weight_decay, "weight_decay", low=0.0, low_open=False),
         verbose=bool(estimator.verbose),
+        shuffle=bool(estimator.shuffle),
     )
 
 
@@ -166,7 +198,7 @@ def run_updates(
     else:  # the first call, or set_params changed the negative phase: new chains from these rows
         with torch.no_grad():
             loop.phase_state = loop.phase.init(model, data, generator=generator)
-    if carried.momentum is not None and settings.momentum > 0.0:
+    if carried.momentum is not None and settings.momentum > 0.0 and description == carried.phase_description:
         for parameter, buffer in zip(loop.parameters, carried.momentum, strict=True):
             if buffer is not None:
                 loop.optimizer.state[parameter]["momentum_buffer"] = buffer
