@@ -75,13 +75,19 @@ def _show_warning(
 #: shows its own help: the library behind it imports torch and scipy, seconds on a laptop) and
 #: the line ``boltzlab --help`` lists it with (tests/cli/test_startup.py keeps the two equal).
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("boltzlab.cli.commands.demo", "Train an RBM on a built-in dataset and show what boltzlab measures."),
+    "demo": (
+        "boltzlab.cli.commands.demo",
+        "Train an RBM on a built-in dataset and show what boltzlab measures.",
+    ),
     "train": ("boltzlab.cli.commands.train", "Train an RBM or a DBM and write a run folder."),
-    "logz": ("boltzlab.cli.commands.logz", "Estimate log Z of a saved model, with an error bar and a verdict."),
-    "evaluate": ("boltzlab.cli.commands.evaluate", "Log-likelihood of a saved model on data, from several estimators."),
+    "logz": (
+        "boltzlab.cli.commands.logz",
+        "Estimate log Z of a saved model, with an error bar and a verdict.",
+    ),
+    "evaluate": ("boltzlab.cli.commands.evaluate", "Compare log Z estimators and log-likelihoods."),
     "sample": ("boltzlab.cli.commands.sample", "Draw samples from a saved model."),
-    "info": ("boltzlab.cli.info", "Describe a model, checkpoint or trajectory file."),
-    "report": ("boltzlab.cli.report", "Write the report page of a run folder."),
+    "info": ("boltzlab.cli.commands.info", "Describe a model file: kind, sizes, parameters, exact log Z."),
+    "report": ("boltzlab.cli.report", "Write RUN_DIR/report.html: the whole run on one page."),
     # Its subcommands are plugins of the boltzlab-experiments package (boltzlab.cli.reproduce).
     "reproduce": ("boltzlab.cli.reproduce", "Reproduce a figure or table of a paper."),
 }
