@@ -1,4 +1,5 @@
-"""tools/import_cycles.py finds import cycles hidden in functions and through package __init__s.
+"""tools/import_cycles.py finds import cycles hidden in functions, through package __init__s and behind
+imports by name (importlib.import_module).
 
 Each test writes a tiny package under ``tmp_path`` (a fresh name, so no import cache is
 shared) and asks the checker about it; nothing here imports boltzlab's own modules.
@@ -126,3 +127,31 @@ def test_a_cycle_through_another_packages_init_is_found(checker, make_package):
     implicit = edges[(f"{name}.user", f"{name}.low")]
     assert implicit.through == f"{name}.low.core" and implicit.line == 1
     assert "runs" in checker.format_cycle(cycle)
+
+
+def test_a_module_loaded_by_name_that_imports_its_loader_back_is_a_cycle(checker, make_package):
+    # The lazy group's pattern: a table of module names that importlib.import_module loads.
+    # grimp does not see those imports; the checker counts each literal naming a module.
+    name = make_package(
+        {
+            "group.py": """\
+                import importlib
+                TABLE = {{
+                    "one": "{pkg}.one",
+                    "two": "{pkg}.two",
+                }}
+                def load(key):
+                    return importlib.import_module(TABLE[key])
+            """,
+            "one.py": "def run():\n    from {pkg}.group import TABLE\n",
+            "two.py": "VALUE = 2\n",
+            "names.py": 'NAMES = ("{pkg}.two",)  # no import by name here: not an edge\n',
+        }
+    )
+    (cycle,) = checker.find_cycles(name)
+    edges = {(edge.importer, edge.imported): edge for edge in cycle}
+    loaded = edges[(f"{name}.group", f"{name}.one")]
+    assert loaded.by_name and loaded.line == 3
+    assert "importlib.import_module loads" in checker.format_cycle(cycle)
+    graph = checker.import_graph(name)
+    assert f"{name}.two" in graph[f"{name}.group"] and graph[f"{name}.names"] == {}

@@ -16,8 +16,19 @@ into a function to dodge a cycle is still an edge. Relative imports are resolved
 
 Imports under ``if TYPE_CHECKING:`` are left out: they never run, so they cannot take part in
 a cycle at import time, and annotating with a class from a module that imports this one is
-what they are for. ``importlib.import_module`` and ``__import__`` are not seen (boltzlab uses
-neither for its own modules). A module that imports itself is not a cycle between modules.
+what they are for. A module that imports itself is not a cycle between modules.
+
+**Imports by name.** grimp does not see ``importlib.import_module`` or ``__import__``, and
+boltzlab imports some of its own modules that way so that ``boltzlab --help`` need not import
+torch (docs/architecture.md, "Start-up"): the package ``__init__.py`` loads its public names
+from the table ``_EXPORTS`` on first use, and ``boltzlab.cli.main`` loads each subcommand's
+module from the table ``COMMANDS``. So in a module that calls either function, every string
+literal that is exactly the name of a module of the package counts as an import of it, on the
+literal's line; the tables name their modules in full for that reason. A lazily loaded module
+that imported its loader back is then a cycle like any other. Only a name built at run time
+stays unseen: the package's ``bl.<submodule>`` fallback (``f"boltzlab.{name}"``), an edge from
+the root package, which no library module imports back (only the command line's modules do,
+and no module below the command line imports those: the layers contract).
 
 **Packages.** Importing ``a.b.c`` first runs ``a/__init__.py`` and ``a/b/__init__.py``, so an
 import of a module is also an edge to each package above it, with one exception: the
@@ -62,7 +73,8 @@ class Edge:
     """``importer`` depends on ``imported`` through the statement at ``path:line``.
 
     ``through`` is the module the statement names when the edge is the implicit one to a
-    package above it (its ``__init__.py`` runs first), else ``None``.
+    package above it (its ``__init__.py`` runs first), else ``None``; ``by_name`` is true for an
+    import by name (a string literal in a module that calls ``importlib.import_module``).
     """
 
     importer: str
@@ -71,6 +83,7 @@ class Edge:
     line: int
     statement: str
     through: str | None = None
+    by_name: bool = False
 
 
 def _ancestors(module: str) -> list[str]:
@@ -91,11 +104,38 @@ def _module_paths(package: str, modules: Iterable[str]) -> dict[str, Path]:
     return paths
 
 
+_IMPORTERS_BY_NAME = frozenset({"import_module", "__import__"})
+
+
+def imports_by_name(path: Path, modules: Iterable[str]) -> list[tuple[str, int, str]]:
+    """``(module, line, source line)`` for each string literal in ``path`` that names one of
+    ``modules``, when the file calls ``importlib.import_module`` or ``__import__``; else ``[]``."""
+    try:
+        source = path.read_text(encoding="utf-8")
+        tree = ast.parse(source)
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return []
+    calls = (node.func for node in ast.walk(tree) if isinstance(node, ast.Call))
+    if not any(
+        (isinstance(func, ast.Name) and func.id in _IMPORTERS_BY_NAME)
+        or (isinstance(func, ast.Attribute) and func.attr in _IMPORTERS_BY_NAME)
+        for func in calls
+    ):
+        return []
+    known, lines = set(modules), source.splitlines()
+    return sorted(
+        (node.value, node.lineno, lines[node.lineno - 1].strip())
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in known
+    )
+
+
 def import_graph(package: str) -> dict[str, dict[str, Edge]]:
     """Every module of ``package`` → the modules it depends on → the first edge that says so.
 
-    Explicit imports first (the first statement by line); an implicit edge to a package above
-    an imported module only where no explicit import of that package exists (see module docstring).
+    Explicit imports first (the first statement by line), then imports by name (see module
+    docstring) where no statement imports the same module; an implicit edge to a package above
+    an imported module only where no explicit import of that package exists.
     """
     graph = grimp.build_graph(package, cache_dir=None, exclude_type_checking_imports=True)
     paths = _module_paths(package, graph.modules)
@@ -109,9 +149,16 @@ def import_graph(package: str) -> dict[str, dict[str, Edge]]:
                 graph.get_import_details(importer=importer, imported=imported),
                 key=lambda detail: detail["line_number"],
             )
-            edge = Edge(importer, imported, paths[importer], first["line_number"], first["line_contents"])
-            edges[importer][imported] = edge
-            above_importer = {importer, *_ancestors(importer)}
+            edges[importer][imported] = Edge(
+                importer, imported, paths[importer], first["line_number"], first["line_contents"]
+            )
+        for imported, line, statement in imports_by_name(paths[importer], graph.modules):
+            if imported != importer and imported not in edges[importer]:
+                edges[importer][imported] = Edge(
+                    importer, imported, paths[importer], line, statement, by_name=True
+                )
+        above_importer = {importer, *_ancestors(importer)}
+        for imported, edge in sorted(edges[importer].items()):
             implicit.extend(
                 Edge(importer, package_above, edge.path, edge.line, edge.statement, through=imported)
                 for package_above in _ancestors(imported)
@@ -233,6 +280,8 @@ def format_cycle(cycle: Sequence[Edge]) -> str:
         notes = []
         if _in_function(edge.path, edge.line):
             notes.append("inside a function")
+        if edge.by_name:
+            notes.append("a module name importlib.import_module loads")
         if edge.through is not None:
             notes.append(f"importing {edge.through} runs {edge.imported}'s __init__.py")
         note = f"  ({'; '.join(notes)})" if notes else ""

@@ -1,7 +1,9 @@
 """The package declares every reproduction as a ``boltzlab reproduce`` plugin, with its example.
 
 Properties checked: the ``boltzlab.reproduce`` entry points name exactly the eight commands,
-each loads to a click command of that name; ``boltzlab reproduce --help`` lists them and every
+each loads to a click command of that name whose help line is the package's ``REPRODUCE_HELP``
+entry (what ``boltzlab reproduce --help`` lists without importing the commands), and importing
+the package imports no torch; ``boltzlab reproduce --help`` lists them and every
 command's ``--help`` shows an example; every study's presets load into its config (the
 ``label`` is the preset's name); the library itself never imports this package.
 """
@@ -9,6 +11,8 @@ command's ``--help`` shows an example; every study's presets load into its confi
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -16,6 +20,7 @@ import click
 import pytest
 
 import boltzlab
+from boltzlab_experiments import REPRODUCE_HELP
 from boltzlab_experiments.accuracy.estimators_vs_k import EstimatorsVsKConfig
 from boltzlab_experiments.accuracy.models import TrainingConfig
 from boltzlab_experiments.accuracy.rts_vs_ais import RTSvsAISConfig
@@ -43,6 +48,14 @@ def test_entry_points_name_every_command() -> None:
     for name, point in points.items():
         command = point.load()
         assert isinstance(command, click.Command) and command.name == name
+        assert command.get_short_help_str() == REPRODUCE_HELP[name]
+    assert set(REPRODUCE_HELP) == COMMANDS
+
+
+def test_the_package_with_the_help_table_imports_no_torch() -> None:
+    script = "import sys, boltzlab_experiments; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
 
 
 @pytest.mark.parametrize("command", [[], *([name] for name in sorted(COMMANDS))])

@@ -4,11 +4,17 @@ Properties checked, with the discovery replaced by test doubles (the library mus
 on the experiments package): without any plugin, ``boltzlab reproduce`` and
 ``boltzlab reproduce NAME`` stop with one ``error:`` line saying how to install them, while
 ``--help`` still shows the group's help with that hint; a plugin is listed, loaded only when
-used and run with its options; an entry point that is not a click command is one error line.
+used and run with its options; a plugin whose package gives its help line
+(``REPRODUCE_HELP``) is listed without importing its module; an entry point that is not a
+click command is one error line.
 The real plugins are tested with the reproductions (experiments/tests).
 """
 
 from __future__ import annotations
+
+import importlib
+import itertools
+from pathlib import Path
 
 import click
 import pytest
@@ -17,13 +23,18 @@ from click.testing import CliRunner, Result
 from boltzlab.cli import reproduce as reproduce_module
 from boltzlab.cli.main import cli
 
+_PACKAGES = itertools.count()
+
 
 class FakeEntryPoint:
-    """An entry point whose ``load()`` returns ``target`` and counts the loads."""
+    """An entry point whose ``load()`` returns ``target`` and counts the loads (``module``: the
+    module it names, if any)."""
 
-    def __init__(self, target: object) -> None:
+    def __init__(self, target: object, module: str | None = None) -> None:
         self.target = target
         self.loads = 0
+        if module is not None:
+            self.module = module
 
     def load(self) -> object:
         self.loads += 1
@@ -68,6 +79,26 @@ def test_a_plugin_is_listed_loaded_when_used_and_run(monkeypatch: pytest.MonkeyP
     assert "Example" in invoke("hello", "--help").output
     unknown = invoke("goodbye")
     assert unknown.exit_code == 2 and "goodbye" in unknown.output
+
+
+def test_a_plugin_package_help_table_lists_it_without_importing_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A plugin package with its help table, whose command module must not be imported to list it.
+    package = f"startup_plugin_{next(_PACKAGES)}"
+    (tmp_path / package).mkdir()
+    (tmp_path / package / "__init__.py").write_text(
+        f"{reproduce_module.HELP_ATTRIBUTE} = {{'hello': 'Say hello, from the table.'}}\n", encoding="utf-8"
+    )
+    (tmp_path / package / "heavy.py").write_text("raise RuntimeError('imported')\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    point = FakeEntryPoint(hello, module=f"{package}.heavy")
+    monkeypatch.setattr(reproduce_module, "discover", lambda: {"hello": point})
+    listed = invoke("--help")
+    assert listed.exit_code == 0 and "Say hello, from the table." in listed.output, listed.output
+    assert point.loads == 0
+    assert reproduce_module.listed_help("other", point) is None  # not in the table: loaded to ask it
 
 
 def test_off_rank_zero_only_a_command_that_splits_its_work_runs(monkeypatch: pytest.MonkeyPatch) -> None:

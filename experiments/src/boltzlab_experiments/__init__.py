@@ -24,4 +24,19 @@ presets), :mod:`~.findings` (verdicts), :mod:`~.tables` (files), :mod:`~.cli` (o
 threads, progress).
 """
 
-__all__: list[str] = []
+__all__ = ["REPRODUCE_HELP"]
+
+#: Each reproduction's help line, the one ``boltzlab reproduce --help`` lists: read from here
+#: (this package stays light to import) so that listing them does not import the studies, which
+#: import torch (boltzlab.cli.reproduce, ``HELP_ATTRIBUTE``). Each command declares its
+#: ``short_help`` from this table; experiments/tests/test_entry_points.py checks that they agree.
+REPRODUCE_HELP = {
+    "two-node": "The CAST paper's two-node MRF: Gibbs, FPCD and Wang-Landau.",
+    "flip-the-state": "Does flip-the-state beat Gibbs where the paper says (Brügge et al. 2013)?",
+    "rts-tracking": "Track the log-likelihood with RTS during training (Carlson et al. 2016, §4.4).",
+    "rts-vs-ais": "RTS vs AIS and RAISE at matched sweeps (RTS Fig. 3).",
+    "estimators-vs-k": "RTS, TS, TI, TI-RB, MBAR against K (RTS Fig. 4).",
+    "varopt": "AIS schedules' log Z and ESS (Kiwaki 2015).",
+    "cast": "SAP, FPCD and CAST learning of a DBM (Salakhutdinov 2010, Table 1).",
+    "front-end": "A Gaussian-binary RBM front end feeding a DBM (Salakhutdinov & Hinton 2009).",
+}

@@ -11,17 +11,21 @@ import math
 import unicodedata
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import torch
-from torch import nn
 
-from boltzlab import data as datasets
-from boltzlab import distributed, operators
+from boltzlab.cli.choices import OPERATORS
 from boltzlab.cli.config import config_option
 from boltzlab.errors import ValidationError
-from boltzlab.io import load_model
+
+# Light on purpose: every command's option declarations import this module, and `--help` must
+# not wait for torch (docs/architecture.md, "Start-up"). The few functions that need torch or
+# the library import it inside, when a command runs.
+if TYPE_CHECKING:
+    from torch import nn
+
+    from boltzlab import data as datasets
 
 __all__ = [
     "MAX_EXACT_UNITS",
@@ -137,6 +141,8 @@ def load_data(
     Options left at ``None`` are not passed, so a named dataset that does not take one is
     only refused when the flag was actually given.
     """
+    from boltzlab import data as datasets  # here: the data readers import torch
+
     given = {name: options[name] for name in _DATA_FILE_OPTIONS if options.get(name) is not None}
     if "pixel_max" in given and "binarize" not in given:
         raise ValidationError("--pixel-max applies with --binarize threshold|stochastic; pass both")
@@ -153,13 +159,16 @@ def refuse_data_file_options_without_data(options: Mapping[str, Any]) -> None:
 
 def choose_threads(model: nn.Module) -> None:
     """One torch thread for small models unless ``--threads`` was given (see _SMALL_MODEL_WEIGHTS)."""
+    import torch  # here: the model exists, so torch is loaded already
+
     n_weights = sum(parameter.numel() for parameter in model.parameters())
     if click.get_current_context().meta.get(THREADS_KEY) is None and n_weights < _SMALL_MODEL_WEIGHTS:
         torch.set_num_threads(1)
 
 
 def operator_help(what: str = "Transition operator") -> str:
-    return f"{what}: {', '.join(operators.available())}."
+    """The help of an ``--operator`` option: ``what`` and the operators' names (:data:`OPERATORS`)."""
+    return f"{what}: {', '.join(OPERATORS)}."
 
 
 def operator_params(operator: str, alpha: float | None) -> dict[str, Any]:
@@ -178,6 +187,8 @@ def alone_on_rank_zero() -> bool:
     process leaves the group (:func:`boltzlab.distributed.leave`); rank 0 runs the whole
     command alone, as without torchrun, and the others stop at once, successfully.
     """
+    from boltzlab import distributed  # here: it imports torch.distributed
+
     here = distributed.topology()
     if here.world_size <= 1:
         return True
@@ -190,6 +201,9 @@ def load_model_file(path: str | Path) -> nn.Module:
 
     On the CPU, or under torchrun with CUDA on this process's GPU (``distributed.default_device``).
     """
+    from boltzlab import distributed  # here: both import torch
+    from boltzlab.io import load_model
+
     return load_model(Path(path), device=distributed.default_device())
 
 

@@ -24,7 +24,6 @@ from typing import Any
 import click
 
 from boltzlab.errors import ValidationError
-from boltzlab.io import write_atomic
 
 __all__ = ["ConfigError", "recorded_options", "to_toml"]
 
@@ -154,4 +153,8 @@ def recorded_options(
 
 def write_config(path: str | Path, values: Mapping[str, Scalar | None], *, comment: str = "") -> Path:
     """Write :func:`to_toml` of ``values`` to ``path`` atomically; returns the path."""
+    # Here, not at the top: every command's --config option imports this module, and boltzlab.io's
+    # package imports torch (docs/architecture.md, "Start-up").
+    from boltzlab.io import write_atomic
+
     return write_atomic(path, to_toml(values, comment=comment).encode("utf-8"))

@@ -34,6 +34,7 @@ from typing import Any
 
 from torch import nn
 
+from boltzlab.cli.choices import DEFAULT_METHOD_WORK
 from boltzlab.estimators.annealing.chain_budget import DEFAULT_CHAINS, DEFAULT_MAX_CHAINS, budget_runs
 from boltzlab.estimators.annealing.options import AISOptions, RAISEOptions
 from boltzlab.estimators.annealing.schedule_check import SCHEDULE_CHECK_STRIDE, is_checked
@@ -50,10 +51,6 @@ __all__ = [
     "weights_per_sweep",
 ]
 
-#: Weight-sweeps one method may spend by default: chain-sweeps × :func:`weights_per_sweep`.
-#: Under a minute of AIS at 784×500 (measured: 100 chains × 14,500 temperatures in 47 s on two
-#: threads, 71 s on one, witness included).
-DEFAULT_METHOD_WORK = 1.0e12
 #: RAISE keeps at least this many held-out examples under the cap: its error bar is their spread.
 MIN_RAISE_EXAMPLES = 10
 #: Chains of the tempered methods' first round (the sampler's default), kept under the cap.

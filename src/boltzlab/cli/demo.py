@@ -27,14 +27,10 @@ import boltzlab
 from boltzlab import data as datasets
 from boltzlab.cli.common import (
     MAX_EXACT_UNITS,
-    SEED,
-    FiniteFloat,
     alone_on_rank_zero,
     choose_threads,
-    command_options,
     format_seconds,
     format_table,
-    operator_help,
     operator_params,
     report_written,
     verdict_word,
@@ -52,7 +48,7 @@ from boltzlab.rng import make_generator, spawn
 from boltzlab.sampling import sample
 from boltzlab.training import train
 
-__all__ = ["demo"]
+__all__ = ["run"]
 
 # Training settings found to reach about -18 nats/example on digits in a few seconds
 # (64×16, 300 epochs): a fixed part of the demo, not options, to keep it a demo.
@@ -200,42 +196,9 @@ def _save_estimates(out: Path, model: RBM, dataset: datasets.Dataset, measured: 
     return write_evaluation(out, payload)
 
 
-@click.command(
-    "demo",
-    epilog="""\b
-Example:
-  boltzlab demo --out demo-run
-  boltzlab demo --out demo-flip --operator flip""",
-)
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("demo-run"),
-    show_default=True,
-    metavar="DIR",
-    help="Where to write the model, metrics, config and plots.",
-)
-@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of every random choice.")
-@click.option("--hidden", type=click.IntRange(min=1), default=16, show_default=True, help="Hidden units.")
-@click.option(
-    "--epochs", type=click.IntRange(min=1), default=300, show_default=True, help="Passes over the data."
-)
-@click.option(
-    "--operator", default="gibbs", show_default=True, help=operator_help("Training and sampling operator")
-)
-@click.option("--alpha", type=FiniteFloat(), help="Flip weight of --operator mixture (default 0.5).")
-@click.option("--algorithm", default="pcd", show_default=True, help="Negative phase: cd or pcd.")
-@click.option("--ais-chains", type=click.IntRange(min=2), default=100, show_default=True, hidden=True)
-@click.option("--ais-temperatures", type=click.IntRange(min=2), hidden=True, help="Default: the schedule's.")
-@click.option("--sample-sweeps", type=click.IntRange(min=1), default=1000, show_default=True, hidden=True)
-@command_options
-def demo(**options: Any) -> None:
-    """Train an RBM on the built-in digits, then compare exact and AIS log Z.
-
-    Prints exact log Z, three independent estimates (AIS with Gibbs and with flip-the-state
-    sweeps, RTS) with their error bars and pairwise agreement, and the train and test log-likelihoods; writes the model,
-    metrics, config and PNGs of samples and training curves.
-    """
+def run(**options: Any) -> None:
+    """``boltzlab demo`` with its options (declared in :mod:`boltzlab.cli.commands.demo`): train an
+    RBM on the built-in digits, compare exact log Z with three sampling estimates, write the run."""
     # Long because it is the demo's script: each step prints what a newcomer reads, in that order.
     if not alone_on_rank_zero():
         return  # under torchrun, rank 0 runs it whole, alone

@@ -36,28 +36,23 @@ import click
 from torch import Tensor, nn
 
 from boltzlab import distributed, estimators, operators
+from boltzlab.cli.choices import DEFAULT_RAISE_EXAMPLES, MAX_ANCHORED_UNITS
 from boltzlab.cli.common import (
     MAX_EXACT_UNITS,
-    SEED,
-    FiniteFloat,
     choose_threads,
-    command_options,
-    data_file_options,
     describe_model,
     format_seconds,
     format_table,
     load_model_file,
-    operator_help,
     operator_params,
     printable,
     verdict_word,
 )
 from boltzlab.cli.comparison import disagreement_lines, sandwich_line
-from boltzlab.cli.cost_cap import DEFAULT_METHOD_WORK, NO_CAP, CostCap, default_cap
+from boltzlab.cli.cost_cap import NO_CAP, CostCap, default_cap
 from boltzlab.cli.dbm_report import dbm_bound_rows, dbm_likelihood_rows, format_dbm_rows
 from boltzlab.cli.json_output import echo_json, estimate_diagnostics
 from boltzlab.cli.logz import (
-    DEFAULT_RAISE_EXAMPLES,
     PreparedData,
     bias_words,
     describe_estimate,
@@ -77,7 +72,7 @@ from boltzlab.models.dbm import DBM
 from boltzlab.models.rbm import RBM
 from boltzlab.models.trajectory import find_trajectory_file
 
-__all__ = ["EvaluationRow", "evaluate", "row_from_estimate", "verdict_column"]
+__all__ = ["EvaluationRow", "row_from_estimate", "run", "verdict_column"]
 
 
 @dataclass(frozen=True)
@@ -137,10 +132,6 @@ class EvaluationRow:
             object.__setattr__(self, "verdict", "reliable" if self.reliable else "unreliable")
         elif self.reliable:
             object.__setattr__(self, "reliable", False)
-
-
-#: Units of an RBM's smaller layer up to which ``evaluate`` runs anchored AIS by default.
-MAX_ANCHORED_UNITS = 256
 
 
 def _default_methods(model: nn.Module, *, has_trajectory: bool = False) -> tuple[str, ...]:
@@ -381,85 +372,7 @@ def _format_rows(rows: Sequence[EvaluationRow]) -> str:
     return format_table(header, cells)
 
 
-@click.command(
-    "evaluate",
-    short_help="Compare log Z estimators and log-likelihoods.",
-    epilog="""\b
-Example:
-  boltzlab evaluate runs/mnist/model.safetensors --data mnist
-  boltzlab evaluate model.safetensors --data mnist --methods exact,ais,raise,rts,mbar --budget 1000
-  boltzlab evaluate model.safetensors --data digits.npz --chains 200 --operator flip --seed 3""",
-)
-@click.argument("model_path", metavar="MODEL", type=click.Path(path_type=Path))
-@click.option(
-    "--data",
-    "data_name",
-    required=True,
-    metavar="NAME|PATH",
-    help="Dataset: train/test log-likelihood, RAISE's held-out examples, the base when the model has none.",
-)
-@click.option(
-    "--methods",
-    metavar="LIST",
-    help="Comma-separated estimators (default: exact when enumerable, ais, anchored-ais for binary RBMs "
-    f"whose smaller layer has at most {MAX_ANCHORED_UNITS} units, "
-    "trajectory-ais when the run has a trajectory, raise, rts); any of "
-    + ", ".join(estimators.methods())
-    + ".",
-)
-@click.option(
-    "--budget",
-    type=click.IntRange(min=20),
-    metavar="SWEEPS",
-    help="Gibbs sweeps per chain for every sampling method (AIS/RAISE: that many temperatures); "
-    "default: each estimator's own.",
-)
-@click.option("--chains", type=click.IntRange(min=1), help="Chains per method (RAISE: per example).")
-@click.option(
-    "--examples",
-    type=click.IntRange(min=1),
-    help=f"RAISE: held-out examples to anneal back from (default {DEFAULT_RAISE_EXAMPLES}, fewer where "
-    "--max-cost binds).",
-)
-@click.option(
-    "--max-cost",
-    type=click.IntRange(min=0),
-    metavar="CHAIN_SWEEPS",
-    help="Chain-sweeps AIS, RAISE and the tempered methods may each spend (0: no cap). Default: "
-    f"{DEFAULT_METHOD_WORK:.0e} weight-sweeps over the model's weights, which binds only on large "
-    "models (784x500: 2.6M; AIS gets fewer chains, RAISE fewer examples, the tempered budget no more "
-    "chains).",
-)
-@click.option(
-    "--likelihood-examples",
-    type=click.IntRange(min=0),
-    default=20,
-    show_default=True,
-    help="DBM only: test examples whose log p(v) is estimated by per-example AIS (0: skip).",
-)
-@click.option("--operator", help=operator_help("Transition operator (default gibbs)"))
-@click.option("--alpha", type=FiniteFloat(), help="Flip weight of --operator mixture (default 0.5).")
-@click.option("--seed", type=SEED, default=0, show_default=True)
-@click.option(
-    "--trajectory",
-    type=click.Path(path_type=Path),
-    metavar="PATH",
-    help="trajectory-ais, trajectory-rts, trajectory-mbar, and rts and mbar as their second route: the "
-    "training trajectory (default: trajectory.safetensors beside MODEL).",
-)
-@click.option(
-    "--data-root", type=click.Path(path_type=Path), metavar="DIR", help="Where to look for dataset files."
-)
-@data_file_options
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (every row, with diagnostics).")
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    metavar="RUN_DIR",
-    help="Also save the --json object as RUN_DIR/evaluation.json and rewrite RUN_DIR/report.html with it.",
-)
-@command_options
-def evaluate(
+def run(
     model_path: Path,
     data_name: str,
     methods: str | None,
@@ -477,14 +390,8 @@ def evaluate(
     out: Path | None,
     **data_file: Any,
 ) -> None:
-    """Estimate log Z of a saved model with several methods and print the comparison table.
-
-    Columns: method, log Z, standard error, bias direction, cost in chain-sweeps, the mean
-    train and test log-likelihood implied by that log Z (nats per example), and time. When AIS
-    and RAISE both ran, the sandwich they give is printed last. For a DBM the log-likelihood
-    columns are empty and a second table gives the variational lower bound per split (with
-    the most precise log Z above) and per-example AIS log p(v) on a few test examples.
-    """
+    """``boltzlab evaluate`` with its options (declared in :mod:`boltzlab.cli.commands.evaluate`):
+    estimate log Z of a saved model with several methods and print the comparison table."""
     model = load_model_file(model_path)
     choose_threads(model)
     found = trajectory if trajectory is not None else find_trajectory_file(model_path.parent)

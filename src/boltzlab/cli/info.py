@@ -21,7 +21,6 @@ import torch
 from boltzlab.cli.common import (
     MAX_EXACT_UNITS,
     choose_threads,
-    command_options,
     format_seconds,
     format_table,
     load_model_file,
@@ -32,7 +31,7 @@ from boltzlab.errors import BoltzlabError
 from boltzlab.estimators import exact_log_z
 from boltzlab.io import MODEL_FORMAT, MODEL_FORMAT_VERSION, MODEL_KINDS
 
-__all__ = ["info"]
+__all__ = ["run"]
 
 
 def _flatten(metadata: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
@@ -155,22 +154,9 @@ def _witness_line(model: torch.nn.Module) -> str:
     return "witness: none (estimates without --data say unchecked; docs/trust.md)"
 
 
-@click.command(
-    "info",
-    epilog="""\b
-Example:
-  boltzlab info runs/digits/model.safetensors""",
-)
-@click.argument("model_path", metavar="MODEL", type=click.Path(path_type=Path))
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print one JSON object (kind, sizes, dtype, parameters, metadata, exact log Z, file checksum) instead.",
-)
-@command_options
-def info(model_path: Path, as_json: bool) -> None:
-    """Describe a model file: kind, shapes, dtype, base, parameters, training metadata, exact log Z."""
+def run(model_path: Path, as_json: bool) -> None:
+    """``boltzlab info`` with its options (declared in :mod:`boltzlab.cli.commands.info`): print what
+    a model file holds, and its exact log Z when that is cheap."""
     model = load_model_file(model_path)
     choose_threads(model)
     kind = next((name for name, kind in MODEL_KINDS.items() if isinstance(model, kind.model_class)), "?")

@@ -22,7 +22,6 @@ The option handling here (:func:`estimator_options`, :func:`prepare_data`,
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from collections.abc import Mapping
@@ -36,17 +35,13 @@ from torch import Tensor, nn
 
 from boltzlab import data as datasets
 from boltzlab import distributed, estimators, operators
+from boltzlab.cli.choices import DEFAULT_RAISE_EXAMPLES
 from boltzlab.cli.common import (
-    SEED,
-    FiniteFloat,
     choose_threads,
-    command_options,
-    data_file_options,
     describe_model,
     format_seconds,
     load_data,
     load_model_file,
-    operator_help,
     operator_params,
     printable,
     refuse_data_file_options_without_data,
@@ -60,9 +55,8 @@ from boltzlab.estimators.result import LogZEstimate
 from boltzlab.models.rbm import RBM
 from boltzlab.models.trajectory import TRAJECTORY_FILE, find_trajectory_file
 
-__all__ = ["PreparedData", "describe_estimate", "estimator_options", "logz", "methods_taking", "run_quietly"]
+__all__ = ["PreparedData", "describe_estimate", "estimator_options", "methods_taking", "run", "run_quietly"]
 
-DEFAULT_RAISE_EXAMPLES = 100
 _AIS_UNIFORM_BASE_WARNING = "AIS is starting from a uniform base"
 
 
@@ -300,92 +294,9 @@ def _check_logz_size(model: Any, flags: dict[str, Any]) -> None:
     )
 
 
-@click.command(
-    "logz",
-    epilog="""\b
-Example:
-  boltzlab logz runs/digits/model.safetensors --method exact
-  boltzlab logz runs/digits/model.safetensors --method ais --chains 200 --operator flip --seed 1
-  boltzlab logz model.safetensors --method ais --schedule varopt --decelerate 0.009 --temperatures 10000
-  boltzlab logz model.safetensors --method rts --temperatures 100 --sweeps 1000
-  boltzlab logz model.safetensors --method raise --data mnist --examples 50 --temperatures 1000
-  boltzlab logz runs/fmnist/model.safetensors --method trajectory-ais --data fashion-mnist""",
-)
-@click.argument("model_path", metavar="MODEL", type=click.Path(path_type=Path))
-@click.option(
-    "--method", default="ais", show_default=True, help=f"Estimator: {', '.join(estimators.methods())}."
-)
-@click.option(
-    "--chains",
-    type=click.IntRange(min=1),
-    help="Chains (AIS, tempered methods) or reverse chains per example (RAISE); default: the estimator's.",
-)
-@click.option(
-    "--temperatures",
-    type=click.IntRange(min=1),
-    help="AIS/RAISE: increments K of the schedule; rts, ts, ti, ti-rb, mbar: levels K of the ladder; "
-    "trajectory-ais: increments K along its path; trajectory-rts, trajectory-mbar: levels K along it.",
-)
-@click.option(
-    "--sweeps",
-    type=click.IntRange(min=1),
-    help="Long-run sweeps per chain of rts, ts, ti, ti-rb, mbar, trajectory-rts and trajectory-mbar.",
-)
-@click.option("--schedule", help="AIS/RAISE schedule: sm08, linear, varopt or gms13 (default sm08).")
-@click.option(
-    "--decelerate",
-    type=FiniteFloat(min=0.0, min_open=True),
-    metavar="DELTA",
-    help="AIS/RAISE: cap every β increment at DELTA (Kiwaki's deceleration, e.g. 0.009).",
-)
-@click.option(
-    "--target-stderr",
-    type=FiniteFloat(min=0.0, min_open=True, max=math.inf, max_open=True),
-    metavar="NATS",
-    help=f"{', '.join(methods_taking('target-stderr'))}: the standard error (nats) the budget adds chains "
-    "towards once its checks pass (default 0.1). A budget fixed by --chains without --max-chains, or by "
-    "--sweeps alone, ignores it.",
-)
-@click.option(
-    "--max-chains",
-    type=click.IntRange(min=1),
-    help=f"{', '.join(methods_taking('max-chains'))}: the most chains the budget may grow to (AIS 1,600, "
-    "the tempered methods 800 by default).",
-)
-@click.option("--operator", help=operator_help("Transition operator (default gibbs)"))
-@click.option("--alpha", type=FiniteFloat(), help="Flip weight of --operator mixture (default 0.5).")
-@click.option("--seed", type=SEED, default=0, show_default=True)
-@click.option(
-    "--data",
-    metavar="NAME|PATH",
-    help="Dataset: fits the base-rate base when the model has none; starts the verdict's witness from its "
-    "training split (default: the rows the model keeps; none: verdict unchecked); RAISE's held-out examples.",
-)
-@click.option(
-    "--examples",
-    type=click.IntRange(min=1),
-    help=f"RAISE: held-out examples to anneal back from (default {DEFAULT_RAISE_EXAMPLES}).",
-)
-@click.option(
-    "--trajectory",
-    type=click.Path(path_type=Path),
-    metavar="PATH",
-    help="trajectory-ais, trajectory-rts, trajectory-mbar, and rts and mbar as their second route: the "
-    "training trajectory (trajectory.safetensors or a run directory; default: the one beside MODEL).",
-)
-@click.option(
-    "--data-root", type=click.Path(path_type=Path), metavar="DIR", help="Where to look for dataset files."
-)
-@data_file_options
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print one JSON object (log_z, stderr, verdict, diagnostics) instead.",
-)
-@command_options
-def logz(model_path: Path, method: str, seed: int, as_json: bool, **flags: Any) -> None:
-    """Estimate log Z of a saved model: value ± standard error, bias direction, cost and ESS."""
+def run(model_path: Path, method: str, seed: int, as_json: bool, **flags: Any) -> None:
+    """``boltzlab logz`` with its options (declared in :mod:`boltzlab.cli.commands.logz`): estimate
+    log Z of a saved model and print value ± standard error, bias direction, cost, ESS, verdict."""
     # Long because it is the command's steps in the order of its output (options, data, trajectory,
     # estimate, print); each is a call.
     model = load_model_file(model_path)

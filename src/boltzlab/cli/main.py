@@ -10,26 +10,15 @@ Warnings print as ``warning: ...`` lines without the source location.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import warnings
 from typing import IO, Any
 
 import click
-import torch
 
-import boltzlab
-from boltzlab import distributed
-from boltzlab.cli import (
-    demo,
-    evaluate,
-    info,
-    logz,
-    report,
-    reproduce,
-    sample,
-    train,
-)
+from boltzlab import __version__
 from boltzlab.cli.common import DEBUG_KEY, THREADS_KEY
 from boltzlab.errors import BoltzlabError
 
@@ -82,8 +71,49 @@ def _show_warning(
     click.echo(f"warning: {_one_line(str(message))}", err=True)
 
 
+#: Each subcommand: the module that declares it (imported only when the subcommand runs or
+#: shows its own help: the library behind it imports torch and scipy, seconds on a laptop) and
+#: the line ``boltzlab --help`` lists it with (tests/cli/test_startup.py keeps the two equal).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": (
+        "boltzlab.cli.commands.demo",
+        "Train an RBM on a built-in dataset and show what boltzlab measures.",
+    ),
+    "train": ("boltzlab.cli.commands.train", "Train an RBM or a DBM and write a run folder."),
+    "logz": (
+        "boltzlab.cli.commands.logz",
+        "Estimate log Z of a saved model, with an error bar and a verdict.",
+    ),
+    "evaluate": ("boltzlab.cli.commands.evaluate", "Compare log Z estimators and log-likelihoods."),
+    "sample": ("boltzlab.cli.commands.sample", "Draw samples from a saved model."),
+    "info": ("boltzlab.cli.commands.info", "Describe a model file: kind, sizes, parameters, exact log Z."),
+    "report": ("boltzlab.cli.report", "Write RUN_DIR/report.html: the whole run on one page."),
+    # Its subcommands are plugins of the boltzlab-experiments package (boltzlab.cli.reproduce).
+    "reproduce": ("boltzlab.cli.reproduce", "Reproduce a figure or table of a paper."),
+}
+
+#: The variables a launcher such as torchrun sets (boltzlab.distributed, which imports
+#: torch.distributed, is loaded only when they are all there).
+LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
 class _BoltzlabGroup(click.Group):
-    """A group that turns exceptions from its subcommands into one-line errors."""
+    """A group that turns exceptions from its subcommands into one-line errors, and loads each
+    subcommand's module only when that subcommand is used (:data:`COMMANDS`)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module, _ = COMMANDS[cmd_name]
+        return getattr(importlib.import_module(module), cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # click's own version asks every subcommand for its help line, importing them all.
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, line) for name, (_, line) in COMMANDS.items()])
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # Seen here, before any parsing, so --debug also covers errors raised while the
@@ -112,6 +142,8 @@ class _BoltzlabGroup(click.Group):
 
 def _set_threads(ctx: click.Context, _param: click.Parameter, value: int | None) -> None:
     if value is not None:
+        import torch  # here, not at the top: `boltzlab --help` must not wait for torch
+
         ctx.meta[THREADS_KEY] = value
         torch.set_num_threads(value)
 
@@ -121,7 +153,7 @@ def _set_threads(ctx: click.Context, _param: click.Parameter, value: int | None)
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog="Run 'boltzlab COMMAND --help' for a command's options and an example.",
 )
-@click.version_option(boltzlab.__version__, "--version", prog_name="boltzlab")
+@click.version_option(__version__, "--version", prog_name="boltzlab")
 @click.option("--debug", is_flag=True, help="On an error, show the full traceback instead of one line.")
 @click.option(
     "--threads",
@@ -145,17 +177,6 @@ def cli(debug: bool) -> None:
         click.get_current_context().meta[DEBUG_KEY] = True
 
 
-cli.add_command(demo.demo)
-cli.add_command(train.train)
-cli.add_command(logz.logz)
-cli.add_command(evaluate.evaluate)
-cli.add_command(sample.sample)
-cli.add_command(info.info)
-cli.add_command(report.report)
-# Its subcommands are plugins of the boltzlab-experiments package (boltzlab.cli.reproduce).
-cli.add_command(reproduce.reproduce)
-
-
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``boltzlab`` script (``pyproject.toml``).
 
@@ -163,6 +184,11 @@ def main(argv: list[str] | None = None) -> None:
     "Scaling out"); only rank 0 prints results, progress bars and warnings (errors print on
     every rank, prefixed with it) and writes files.
     """
+    if not all(name in os.environ for name in LAUNCHER_VARIABLES):
+        cli.main(args=argv, prog_name="boltzlab")  # exits with the command's status
+        return
+    from boltzlab import distributed  # torch.distributed: loaded by launched processes alone
+
     try:
         here = distributed.init_from_environment()
     except BoltzlabError as error:

@@ -23,11 +23,8 @@ __all__ = []
 #: Chains (and training examples beside them) drawn in ``plots/samples.png``.
 _N_SHOWN_SAMPLES = 64
 
+# --tensorboard's default folder in RUN_DIR (its help: boltzlab.cli.choices.TENSORBOARD_HELP).
 _TENSORBOARD_DIR = "tensorboard"
-TENSORBOARD_HELP = (
-    "Log scalars, sample images and weight histograms for TensorBoard to DIR "
-    "(default RUN_DIR/tensorboard); needs pip install 'boltzlab[tensorboard]'."
-)
 
 
 def tensorboard_dir(value: str | None, out: Path) -> Path | None:

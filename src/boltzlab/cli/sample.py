@@ -38,14 +38,10 @@ import torch
 
 from boltzlab import distributed, operators, sampling
 from boltzlab.cli.common import (
-    SEED,
-    FiniteFloat,
     choose_threads,
-    command_options,
     describe_model,
     image_shape_of,
     load_model_file,
-    operator_help,
     operator_params,
     parse_image_shape,
     printable,
@@ -63,7 +59,7 @@ from boltzlab.tempering.parallel import ParallelTemperingSummary
 from boltzlab.tempering.ptt_state import TrajectoryTemperingSummary
 from boltzlab.tempering.transitions import TemperedTransitionsSummary
 
-__all__ = ["sample"]
+__all__ = ["run"]
 
 # About this many progress-bar steps per run.
 _N_CHUNKS = 50
@@ -268,77 +264,9 @@ def _check_sample_size(model: Any, options: dict[str, Any]) -> None:
     )
 
 
-@click.command(
-    "sample",
-    epilog="""\b
-Example:
-  boltzlab sample runs/digits/model.safetensors --chains 8 --sweeps 1000 --keep-every 100 --out samples.png
-  boltzlab sample runs/digits/model.safetensors --operator flip --out samples-flip.png
-  boltzlab sample runs/digits/model.safetensors --sampler pt --levels 8 --out samples-pt.png
-  boltzlab sample runs/digits/model.safetensors --sampler ptt --out samples-ptt.png""",
-)
-@click.argument("model_path", metavar="MODEL", type=click.Path(path_type=Path))
-@click.option(
-    "--sampler", default="plain", show_default=True, help=f"Sampler: {', '.join(sampling.samplers())}."
-)
-@click.option(
-    "--levels",
-    type=click.IntRange(min=2),
-    help="Levels of the ladder (pt, tt: uniform; st, ast, cast: placed by a pilot).",
-)
-@click.option(
-    "--low",
-    type=FiniteFloat(min=0.0, max=1.0, max_open=True),
-    help="Lowest inverse temperature of the ladder (default 0).",
-)
-@click.option("--operator", default="gibbs", show_default=True, help=operator_help())
-@click.option("--alpha", type=FiniteFloat(), help="Flip weight of --operator mixture (default 0.5).")
-@click.option("--chains", type=click.IntRange(min=1), default=8, show_default=True, help="Chains (rows).")
-@click.option(
-    "--sweeps", type=click.IntRange(min=1), default=1000, show_default=True, help="Sweeps after burn-in."
-)
-@click.option(
-    "--keep-every",
-    type=click.IntRange(min=1),
-    default=100,
-    show_default=True,
-    help="A sample every N sweeps (columns).",
-)
-@click.option(
-    "--burn-in",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Sweeps before the first kept one.",
-)
-@click.option(
-    "--trajectory",
-    type=click.Path(path_type=Path),
-    metavar="PATH",
-    help="ptt: the training trajectory (a trajectory.safetensors file or run directory; default: "
-    "the model file's directory).",
-)
-@click.option("--seed", type=SEED, default=0, show_default=True)
-@click.option("--image-shape", metavar="HxW", help="Image shape, e.g. 28x28 (default: from the model file).")
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("samples.png"),
-    show_default=True,
-    help="PNG file to write.",
-)
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print one JSON object (files written, shape, settings, verdict, diagnostics) instead.",
-)
-@command_options
-def sample(model_path: Path, as_json: bool, **options: Any) -> None:
-    """Draw consecutive samples of a few chains from a saved model as a PNG (rows = chains).
-
-    Tempered samplers also write OUT-STEM-temperatures.png: where their chains went on the ladder.
-    """
+def run(model_path: Path, as_json: bool, **options: Any) -> None:
+    """``boltzlab sample`` with its options (declared in :mod:`boltzlab.cli.commands.sample`): run
+    chains on a saved model and draw them as a PNG strip (tempered samplers: also their ladder)."""
     # Long because it is the command's steps in the order of its output (options, chains, sampler,
     # figure, summary); each is a call.
     from boltzlab.plotting import chain_strip_figure, save_figure

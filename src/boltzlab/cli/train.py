@@ -37,15 +37,11 @@ from click.core import ParameterSource
 import boltzlab
 from boltzlab import data as datasets
 from boltzlab import distributed
+from boltzlab.cli.choices import DEFAULT_PRETRAIN_UPDATES, MAX_UPDATES, TRAIN_MODELS
 from boltzlab.cli.common import (
-    SEED,
-    FiniteFloat,
     choose_threads,
-    command_options,
-    data_file_options,
     format_seconds,
     load_data,
-    operator_help,
     operator_params,
     printable,
     report_written,
@@ -53,7 +49,6 @@ from boltzlab.cli.common import (
 from boltzlab.cli.config import recorded_options, write_config
 from boltzlab.cli.memory import check_memory
 from boltzlab.cli.run_outputs import (
-    TENSORBOARD_HELP,
     finish_report,
     tensorboard_callbacks,
     tensorboard_dir,
@@ -64,7 +59,6 @@ from boltzlab.io.run_lock import read_run_id, run_folder, write_run_id
 from boltzlab.models.dbm import DBM
 from boltzlab.models.rbm import RBM
 from boltzlab.models.trajectory import TRAJECTORY_FILE
-from boltzlab.models.witness import DEFAULT_WITNESS_ROWS, MAX_WITNESS_ROWS
 from boltzlab.rng import make_generator, spawn
 from boltzlab.training import available_phases, find_latest_checkpoint
 from boltzlab.training import train as train_model
@@ -72,13 +66,9 @@ from boltzlab.training.data_parallel import check_data_parallel_algorithm
 from boltzlab.training.negative import PHASE_ALIASES
 from boltzlab.training.snapshots import DEFAULT_MAX_SNAPSHOTS
 
-__all__ = ["train"]
+__all__ = ["run"]
 
-#: Limits that catch a slip of the exponent (``--epochs 1e20`` started with an ETA of 10^15 hours;
-#: ``--learning-rate 1e30`` finished with weights of 1e30).
-MAX_EPOCHS = 1_000_000
-MAX_UPDATES = 1_000_000_000
-MAX_LEARNING_RATE = 10.0
+# The float types of --dtype (its names: boltzlab.cli.choices.DTYPES).
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 # Options that say where and whether to continue, not what the run is: left out of config.toml.
 _NOT_RECORDED = ("out", "resume", "tensorboard")
@@ -90,9 +80,6 @@ _ALGORITHM_OPTIONS = {
     "fast_decay": ("fast_decay", ("fpcd",)),
 }
 
-
-_MODELS = ("rbm", "dbm")
-_PRETRAIN_UPDATES = 1000
 # The bound tracker's AIS budget on models too large to enumerate (a training-time monitor).
 _TRACK_AIS = {"n_chains": 100, "n_temperatures": 1000}
 
@@ -158,8 +145,8 @@ def _check_run_size(options: dict[str, Any], dataset: datasets.Dataset) -> None:
 def _check_model_options(options: dict[str, Any]) -> None:
     """Refuse flags that do not fit ``--model``, naming them."""
     kind = options["model"]
-    if kind not in _MODELS:
-        raise ValidationError(f"--model must be one of {', '.join(_MODELS)}, got {kind!r}")
+    if kind not in TRAIN_MODELS:
+        raise ValidationError(f"--model must be one of {', '.join(TRAIN_MODELS)}, got {kind!r}")
     if kind == "rbm":
         if options["hidden"] is None:
             raise ValidationError("--model rbm needs --hidden")
@@ -180,7 +167,7 @@ def _build_dbm(options: dict[str, Any], dataset: datasets.Dataset, generator: to
         return DBM(layer_sizes=list(sizes), generator=generator, dtype=dtype)
     from boltzlab.training.pretraining import pretrain_dbm
 
-    n_updates = options["pretrain_updates"] or _PRETRAIN_UPDATES
+    n_updates = options["pretrain_updates"] or DEFAULT_PRETRAIN_UPDATES
     click.echo(f"pretraining {len(sizes) - 1} RBMs greedily, {n_updates} CD-1 updates each")
     return pretrain_dbm(
         sizes,
@@ -282,151 +269,9 @@ def _last_metrics(result: boltzlab.TrainResult) -> str:
     return ", ".join(shown)
 
 
-@click.command(
-    "train",
-    epilog="""\b
-Example:
-  boltzlab train --data digits --hidden 16 --algorithm pcd --epochs 50 \\
-      --learning-rate 0.05 --momentum 0.5 --track-exact-every 100 --out runs/digits
-  boltzlab train --config runs/digits/config.toml --updates 2000 --resume --out runs/digits
-  boltzlab train --data digits --hidden 16 --algorithm cast --levels 10 --lag 20 --operator flip \\
-      --updates 500 --out runs/digits-cast
-  boltzlab train --data pixels.csv --binarize threshold --pixel-max 255 --validation-fraction 0.1 \\
-      --hidden 64 --out runs/pixels
-  boltzlab train --model dbm --layers 784,500,1000 --algorithm cast --data mnist \\
-      --learning-rate 0.005 --lr-schedule inverse --pretrain --updates 20000 --out runs/mnist-dbm""",
-)
-@click.option(
-    "--data",
-    required=True,
-    metavar="NAME|PATH",
-    help=f"Dataset name ({', '.join(datasets.available())}) or file.",
-)
-@click.option(
-    "--model",
-    type=click.Choice(_MODELS),
-    default="rbm",
-    show_default=True,
-    help="rbm (--hidden) or dbm (--layers).",
-)
-@click.option("--hidden", type=click.IntRange(min=1), help="Number of hidden units (--model rbm).")
-@click.option("--layers", metavar="SIZES", help="DBM layer sizes with the visible first, e.g. 784,500,1000.")
-@click.option("--pretrain", is_flag=True, help="DBM: start from greedily pretrained RBMs (CD-1).")
-@click.option(
-    "--pretrain-updates",
-    type=click.IntRange(min=1),
-    help=f"DBM --pretrain: updates of each RBM (default {_PRETRAIN_UPDATES}).",
-)
-@click.option(
-    "--track-bound-every",
-    type=click.IntRange(min=1),
-    help="DBM: variational lower bound every N updates (exact log Z when enumerable, else AIS).",
-)
-@click.option(
-    "--algorithm",
-    default="cd",
-    show_default=True,
-    help=f"Negative phase: {', '.join(available_phases())}; sap = pcd.",
-)
-@click.option("--operator", default="gibbs", show_default=True, help=operator_help())
-@click.option("--alpha", type=FiniteFloat(), help="Flip weight of --operator mixture (default 0.5).")
-@click.option("--k", type=click.IntRange(min=1), default=1, show_default=True, help="Sweeps per update.")
-@click.option(
-    "--chains",
-    type=click.IntRange(min=1),
-    help="Persistent chains (every algorithm but cd; pt runs this many per level, cast as many fast "
-    "ones); default 100, cast 50 (+ 50 fast, the CAST paper's).",
-)
-@click.option(
-    "--levels",
-    type=click.IntRange(min=2),
-    help="Temperatures of pt, ast, cast and trans-sap (defaults: pt 10, ast 20, cast 20, trans-sap 10).",
-)
-@click.option(
-    "--lag", type=click.IntRange(min=1), help="CAST: steps between slow/fast exchanges (default 50)."
-)
-@click.option(
-    "--fast-learning-rate",
-    type=FiniteFloat(min=0.0),
-    help="FPCD: step size of the fast weights (default: --learning-rate).",
-)
-@click.option(
-    "--fast-decay",
-    type=FiniteFloat(min=0.0, max=1.0),
-    help="FPCD: factor on the fast weights per update (default 0.95).",
-)
-@click.option("--batch-size", type=click.IntRange(min=1), default=100, show_default=True)
-@click.option(
-    "--epochs", type=click.IntRange(min=1, max=MAX_EPOCHS), help="Passes over the data (default 10)."
-)
-@click.option(
-    "--updates", type=click.IntRange(min=1, max=MAX_UPDATES), help="Parameter updates (instead of --epochs)."
-)
-@click.option(
-    "--learning-rate",
-    type=FiniteFloat(min=0.0, min_open=True, max=MAX_LEARNING_RATE),
-    help="Base learning rate (default 0.01; a DBM: 0.005 with --lr-schedule inverse, the CAST paper's).",
-)
-@click.option("--momentum", type=FiniteFloat(), default=0.0, show_default=True)
-@click.option("--weight-decay", type=FiniteFloat(), default=0.0, show_default=True, help="L2 on the weights.")
-@click.option(
-    "--lr-schedule",
-    help="Learning-rate schedule: constant, linear, inverse (default constant; a DBM: inverse, "
-    "i.e. 10/(2000 + t) with the default rate).",
-)
-@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of every random choice.")
-@click.option(
-    "--track-exact-every",
-    type=click.IntRange(min=1),
-    help="Exact log Z and log-likelihoods every N updates (min(layer sizes) <= 25).",
-)
-@click.option(
-    "--log-every",
-    type=click.IntRange(min=1),
-    default=100,
-    show_default=True,
-    help="Metrics row every N updates.",
-)
-@click.option(
-    "--checkpoint-every", type=click.IntRange(min=1), help="Checkpoint every N updates (always at the end)."
-)
-@click.option("--resume", is_flag=True, help="Continue from the newest checkpoint in RUN_DIR/checkpoints.")
-@click.option(
-    "--chain-blocks", type=click.IntRange(min=1), help="torchrun: chain blocks (default 1 per process)."
-)
-@click.option(
-    "--snapshots",
-    type=click.IntRange(min=0),
-    default=DEFAULT_MAX_SNAPSHOTS,
-    show_default=True,
-    help="RBM parameter snapshots kept along training (geometrically spaced) in "
-    "RUN_DIR/trajectory.safetensors, for trajectory AIS and ptt; 0 keeps none.",
-)
-@click.option(
-    "--witness-rows",
-    type=click.IntRange(min=0, max=MAX_WITNESS_ROWS),
-    default=DEFAULT_WITNESS_ROWS,
-    show_default=True,
-    help="Training rows saved in the model file for the log Z verdict's missing-mass check "
-    "(docs/trust.md); 0 keeps no data in the model, and its estimates without --data say unchecked.",
-)
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("run"),
-    show_default=True,
-    metavar="RUN_DIR",
-    help="Run directory.",
-)
-@click.option(
-    "--data-root", type=click.Path(path_type=Path), metavar="DIR", help="Where to look for dataset files."
-)
-@data_file_options
-@click.option("--dtype", type=click.Choice(sorted(_DTYPES)), default="float32", show_default=True)
-@click.option("--tensorboard", is_flag=False, flag_value="", metavar="[DIR]", help=TENSORBOARD_HELP)
-@command_options
-def train(**options: Any) -> None:
-    """Train an RBM or a DBM on a dataset; write config, metrics, checkpoints, model and plots to RUN_DIR."""
+def run(**options: Any) -> None:
+    """``boltzlab train`` with its options (declared in :mod:`boltzlab.cli.commands.train`): train an
+    RBM or a DBM on a dataset; write config, metrics, checkpoints, model and plots to RUN_DIR."""
     # Long because it is the command's steps in the order of a run (options, data, model, training,
     # files, report); each is a call.
     ctx = click.get_current_context()

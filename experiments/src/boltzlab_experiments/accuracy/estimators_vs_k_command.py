@@ -18,6 +18,7 @@ from boltzlab import distributed
 from boltzlab.cli.common import command_options, format_table
 from boltzlab.cli.reproduce import SPLITS_ATTRIBUTE
 from boltzlab.plotting import save_figure
+from boltzlab_experiments import REPRODUCE_HELP
 from boltzlab_experiments.accuracy.command_options import (
     benchmark_options,
     finish,
@@ -52,7 +53,7 @@ __all__ = ["estimators_vs_k"]
 
 @click.command(
     "estimators-vs-k",
-    short_help="RTS, TS, TI, TI-RB, MBAR against K (RTS Fig. 4).",
+    short_help=REPRODUCE_HELP["estimators-vs-k"],
     epilog="""\b
 Example:
   boltzlab reproduce estimators-vs-k --out results/estimators-vs-k --data-root /path/to/data

@@ -19,6 +19,7 @@ from boltzlab import distributed
 from boltzlab.cli.common import command_options, format_table
 from boltzlab.cli.reproduce import SPLITS_ATTRIBUTE
 from boltzlab.plotting import save_figure
+from boltzlab_experiments import REPRODUCE_HELP
 from boltzlab_experiments.accuracy.command_options import (
     benchmark_options,
     finish,
@@ -55,7 +56,7 @@ __all__ = ["rts_vs_ais", "rts_vs_ais_files"]
 
 @click.command(
     "rts-vs-ais",
-    short_help="RTS vs AIS and RAISE at matched sweeps (RTS Fig. 3).",
+    short_help=REPRODUCE_HELP["rts-vs-ais"],
     epilog="""\b
 Example:
   boltzlab reproduce rts-vs-ais --out results/rts-vs-ais --data-root /path/to/data

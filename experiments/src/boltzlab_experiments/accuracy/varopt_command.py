@@ -16,6 +16,7 @@ import click
 from boltzlab import data as datasets
 from boltzlab.cli.common import command_options, format_table
 from boltzlab.plotting import save_figure
+from boltzlab_experiments import REPRODUCE_HELP
 from boltzlab_experiments.accuracy.command_options import (
     announce,
     benchmark_options,
@@ -83,7 +84,7 @@ def varopt_error_markdown(result: VaroptResult, k_index: int) -> str:
 
 @click.command(
     "varopt",
-    short_help="AIS schedules' log Z and ESS (Kiwaki 2015).",
+    short_help=REPRODUCE_HELP["varopt"],
     epilog="""\b
 Example:
   boltzlab reproduce varopt --out results/varopt --data-root /path/to/data

@@ -25,6 +25,7 @@ import click
 from boltzlab import data as datasets
 from boltzlab.cli.common import command_options, format_seconds, format_table, report_written
 from boltzlab.errors import BoltzlabError, ValidationError
+from boltzlab_experiments import REPRODUCE_HELP
 from boltzlab_experiments.cast_comparison.config import ALGORITHMS, CASTComparisonConfig
 from boltzlab_experiments.cast_comparison.report import write_files
 from boltzlab_experiments.cast_comparison.run import run_cast_comparison
@@ -67,6 +68,7 @@ def parse_layers(text: str | None) -> tuple[int, ...] | None:
 
 @click.command(
     "cast",
+    short_help=REPRODUCE_HELP["cast"],
     epilog="""\b
 Example:
   boltzlab reproduce cast --out results/cast --data-root /path/to/data

@@ -23,6 +23,7 @@ from click.core import ParameterSource
 from boltzlab import data as datasets
 from boltzlab.cli.common import command_options, format_seconds, format_table, report_written
 from boltzlab.errors import BoltzlabError, ValidationError
+from boltzlab_experiments import REPRODUCE_HELP
 from boltzlab_experiments.cli import choose_preset, data_root_option, default_to_one_thread, progress_bar
 from boltzlab_experiments.flip_the_state.config import FlipTheStateConfig
 from boltzlab_experiments.flip_the_state.findings import findings
@@ -97,6 +98,7 @@ def _model_files_only(parts_given: bool, parts: str, full: bool, tiny: bool) -> 
 
 @click.command(
     "flip-the-state",
+    short_help=REPRODUCE_HELP["flip-the-state"],
     epilog="""\b
 Example:
   boltzlab reproduce flip-the-state --out results/flip --data-root /path/to/data

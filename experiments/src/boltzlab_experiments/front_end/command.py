@@ -24,6 +24,7 @@ from boltzlab import data as datasets
 from boltzlab.cli.common import command_options, format_seconds, format_table, report_written
 from boltzlab.data import readers
 from boltzlab.errors import BoltzlabError, ValidationError
+from boltzlab_experiments import REPRODUCE_HELP
 from boltzlab_experiments.cli import data_root_option, default_to_one_thread, progress_bar
 from boltzlab_experiments.front_end.config import FrontEndConfig
 from boltzlab_experiments.front_end.report import front_end_summary_markdown, log_z_text, result_rows
@@ -65,6 +66,7 @@ def load_grey_images(
 
 @click.command(
     "front-end",
+    short_help=REPRODUCE_HELP["front-end"],
     epilog="""\b
 Example:
   boltzlab reproduce front-end --out results/front-end --data-root /path/to/data

@@ -16,6 +16,7 @@ import torch
 
 from boltzlab import data as datasets
 from boltzlab.cli.common import command_options, format_table, report_written
+from boltzlab_experiments import REPRODUCE_HELP
 from boltzlab_experiments.cli import choose_preset, data_root_option, default_to_one_thread, progress_bar
 from boltzlab_experiments.rts_tracking.config import RTSTrackingConfig
 from boltzlab_experiments.rts_tracking.report import (
@@ -34,6 +35,7 @@ __all__ = ["rts_tracking"]
 
 @click.command(
     "rts-tracking",
+    short_help=REPRODUCE_HELP["rts-tracking"],
     epilog="""\b
 Example:
   boltzlab reproduce rts-tracking --out results/rts-tracking --data-root /path/to/data

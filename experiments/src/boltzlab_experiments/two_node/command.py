@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from boltzlab.cli.common import command_options, format_table, report_written
+from boltzlab_experiments import REPRODUCE_HELP
 from boltzlab_experiments.tables import write_csv
 from boltzlab_experiments.two_node.run import (
     TwoNodeResult,
@@ -44,6 +45,7 @@ def two_node_rows(result: TwoNodeResult) -> list[list[Any]]:
 
 @click.command(
     "two-node",
+    short_help=REPRODUCE_HELP["two-node"],
     epilog="""\b
 Example:
   boltzlab reproduce two-node --out results/two-node --steps 2000 --seed 1""",
