@@ -282,7 +282,7 @@ def test_sample_writes_a_png_of_one_sampling_run(run_dir: Path, tmp_path: Path) 
     # The progress bar runs the sampler in chunks; the samples are still one call's.
     model = bl.RBM.load(run_dir / "model.safetensors")
     options = {"keep_every": 7, "sweeps": 400, "seed": 2, "chains": 5, "operator": "flip", "burn_in": 3}
-    chunked, _ = _run_plain(model, options, bl.operators.get("flip"))
+    chunked, _ = _run_plain(model, options, bl.operators.get("flip"), show=False)
     single = bl.sample(model, operator="flip", n_chains=5, n_sweeps=400, generator=2, keep_every=7, burn_in=3)
     assert torch.equal(chunked, single.samples)
 
