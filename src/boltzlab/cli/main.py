@@ -5,12 +5,15 @@ file, a bad option or config file), a missing or unreadable file, and any unexpe
 exception become one line ``error: ...`` on stderr and exit status 1; click's own usage
 errors keep their exit status 2; Ctrl-C prints one line and exits with 130 (128 + SIGINT).
 ``--debug`` (before or after the subcommand) lets the exception through with its traceback.
-Warnings print as ``warning: ...`` lines without the source location.
+Warnings print as ``warning: ...`` lines without the source location. Both speak the command
+line's language: where a library message names an argument together with its flag
+(``pixel_max= (--pixel-max)``), the line names the flag alone (:func:`in_cli_terms`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import warnings
 from typing import IO, Any
@@ -33,7 +36,7 @@ from boltzlab.cli import (
 from boltzlab.cli.common import DEBUG_KEY, THREADS_KEY
 from boltzlab.errors import BoltzlabError
 
-__all__ = ["CommandError", "cli", "main"]
+__all__ = ["CommandError", "cli", "in_cli_terms", "main"]
 
 _EXIT_ERROR = 1
 _EXIT_INTERRUPTED = 130
@@ -54,10 +57,21 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+# The library names an argument that the command line spells as a flag as "name= (--flag)" or
+# "name (--flag)" (e.g. "pass pixel_max= (--pixel-max) the value meaning fully on"); the name is
+# an identifier with an underscore or followed by "=", so prose such as "rows (--data)" is left.
+_ARGUMENT_AND_FLAG = re.compile(r"\b(?:[a-z][a-z0-9]*_[a-z0-9_]*=?|[a-z][a-z0-9_]*=) \((--[a-z][a-z0-9-]*)\)")
+
+
+def in_cli_terms(text: str) -> str:
+    """A library message as the command line says it: ``name= (--flag)`` becomes ``--flag``."""
+    return _ARGUMENT_AND_FLAG.sub(r"\1", text)
+
+
 def _message(error: BaseException) -> str:
     """A readable one-line description of ``error``."""
     if isinstance(error, BoltzlabError):
-        return _one_line(str(error))
+        return in_cli_terms(_one_line(str(error)))
     if isinstance(error, OSError) and error.strerror:
         # "[Errno 2] No such file or directory: 'x'" reads better as "x: No such file or directory".
         where = f"{error.filename}: " if error.filename is not None else ""
@@ -79,7 +93,7 @@ def _show_warning(
     file: IO[str] | None = None,
     line: str | None = None,
 ) -> None:
-    click.echo(f"warning: {_one_line(str(message))}", err=True)
+    click.echo(f"warning: {in_cli_terms(_one_line(str(message)))}", err=True)
 
 
 class _BoltzlabGroup(click.Group):
