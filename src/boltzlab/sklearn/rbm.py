@@ -39,7 +39,7 @@ from boltzlab.sklearn.inputs import to_model_tensor as _tensor
 from boltzlab.sklearn.log_z import MAX_ANCHOR_ROWS, estimate_for, parameter_fingerprint
 from boltzlab.sklearn.training import Carried, Settings, run_updates, settings_of
 from boltzlab.training import TrainRecord
-from boltzlab.validation import check_nonnegative_int, check_positive_int
+from boltzlab.validation import check_device, check_nonnegative_int, check_positive_int
 
 __all__ = ["BernoulliRBM"]
 
@@ -230,7 +230,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         dtype = _DTYPES.get(str(self.dtype).removeprefix("torch."))
         if dtype is None:
             raise ValidationError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
-        device = torch.device("cpu" if self.device is None else self.device)
+        device = check_device("cpu" if self.device is None else self.device)
         seeds = [int(seed) for seed in check_random_state(self.random_state).randint(0, 2**31 - 1, size=3)]
         generator = make_generator(seeds[0], device)
         model = RBM(
