@@ -16,7 +16,7 @@ import click
 import torch
 
 from boltzlab.cli.common import THREADS_KEY
-from boltzlab.cli.progress_display import bar_columns, show_progress
+from boltzlab.cli.progress_display import bar_size, show_progress
 from boltzlab.errors import ValidationError
 
 __all__ = ["Progress", "choose_preset", "data_root_option", "default_to_one_thread", "progress_bar"]
@@ -70,7 +70,7 @@ def progress_bar(description: str, *, unit: str = "run") -> Iterator[Progress]:
         if not shown:
             return
         if bar is None:
-            bar = tqdm(total=total, desc=description, unit=unit, ncols=bar_columns())
+            bar = tqdm(total=total, desc=description, unit=unit, **bar_size())
         bar.n = done
         bar.set_postfix_str(label, refresh=False)
         bar.refresh()

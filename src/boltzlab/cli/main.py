@@ -210,3 +210,7 @@ def main(argv: list[str] | None = None) -> None:
         distributed.exit_now(code)
     if code:
         sys.exit(code)
+
+
+if __name__ == "__main__":  # python -m boltzlab.cli.main, as the installed `boltzlab` script
+    main()

@@ -56,7 +56,7 @@ from boltzlab.cli.common import (
 )
 from boltzlab.cli.json_output import echo_json, estimate_diagnostics
 from boltzlab.cli.memory import check_memory
-from boltzlab.cli.progress_display import bar_columns, method_progress, show_progress
+from boltzlab.cli.progress_display import bar_size, method_progress, show_progress
 from boltzlab.cli.sample_files import check_out_path, write_samples
 from boltzlab.errors import ValidationError
 from boltzlab.operators import Operator
@@ -217,7 +217,7 @@ def _run_plain(
     chains: Any = "base"
     kept, flip_rates = [], []
     done = 0
-    with tqdm(total=n_sweeps, desc="sampling", unit="sweep", disable=not show, ncols=bar_columns()) as bar:
+    with tqdm(total=n_sweeps, desc="sampling", unit="sweep", disable=not show, **bar_size()) as bar:
         while done < n_sweeps:
             length = min(chunk, n_sweeps - done)
             result = sampling.sample(

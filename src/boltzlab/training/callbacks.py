@@ -169,11 +169,16 @@ class ProgressBar(Callback):
     def on_train_begin(self, run: RunView) -> None:
         from tqdm.auto import tqdm
 
-        # A terminal that reports zero columns (`script`, some containers) made tqdm draw empty
-        # lines: there, the width falls back to $COLUMNS or 80.
-        columns = shutil.get_terminal_size().columns if sys.stderr.isatty() else None
+        # A terminal that reports a size of zero (`script`, some containers) made tqdm draw
+        # nothing (it took it for one of -1 rows): there, $COLUMNS × $LINES or 80 × 24.
+        size = shutil.get_terminal_size() if sys.stderr.isatty() else None
         self._bar = tqdm(
-            total=run.n_updates, initial=run.update, desc=self.description, unit="update", ncols=columns
+            total=run.n_updates,
+            initial=run.update,
+            desc=self.description,
+            unit="update",
+            ncols=None if size is None else size.columns,
+            nrows=None if size is None else size.lines,
         )
 
     def on_record(self, run: RunView, record: TrainRecord) -> None:
