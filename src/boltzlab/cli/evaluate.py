@@ -35,7 +35,7 @@ from typing import Any
 import click
 from torch import Tensor, nn
 
-from boltzlab import distributed, estimators, operators
+from boltzlab import distributed, estimators, operators, progress
 from boltzlab.cli.common import (
     MAX_EXACT_UNITS,
     SEED,
@@ -566,7 +566,13 @@ def evaluate(
     if sandwich is not None:
         click.echo(sandwich)
     if isinstance(model, DBM):
-        click.echo(_dbm_tables(model, rows, prepared, likelihood_examples=likelihood_examples, seed=seed))
+        # Per-example AIS on the test examples is one more long estimate: its own progress line.
+        with (
+            method_progress("DBM log p(v), per-example AIS", 1, 1, show=show_progress()) as hook,
+            progress.reporting(hook),
+        ):
+            tables = _dbm_tables(model, rows, prepared, likelihood_examples=likelihood_examples, seed=seed)
+        click.echo(tables)
     _save(out, payload, seed=seed, err=False)
 
 
