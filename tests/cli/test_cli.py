@@ -401,7 +401,7 @@ def test_logz_and_evaluate_json_print_one_object(run_dir: Path, data_file: Path)
     assert abs(record["log_z"] - exact) < 4 * record["stderr"] + 1e-9
     assert record["cost_sweeps"] > 0 and isinstance(record["reliable"], bool)
     assert record["diagnostics"]["n_chains"] == 100 and "ess" in record["diagnostics"]
-    common = ["--data", data_file, "--budget", 50, "--chains", 16, "--examples", 2]
+    common = ["--data", data_file, "--budget", 50, "--chains", 16]  # no RAISE: no --examples
     result = invoke("evaluate", model_path, *common, "--methods", "exact,ais,anchored-ais", "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)

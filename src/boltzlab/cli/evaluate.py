@@ -490,13 +490,13 @@ def evaluate(
     found = trajectory if trajectory is not None else find_trajectory_file(model_path.parent)
     chosen = _parse_methods(methods, model, has_trajectory=found is not None)
     records = [get_record(method) for method in chosen]
-    _refuse_unused(records, examples=examples, operator=operator, alpha=alpha)
     if any(record.needs_trajectory for record in records) or (
         found is not None
         and isinstance(model, RBM)
         and any(record.trajectory_route is not None for record in records)
     ):
         trajectory = trajectory_for(model_path, trajectory)
+    _refuse_unused(records, examples=examples, operator=operator, alpha=alpha)
     op = None
     if operator is not None or alpha is not None:
         name = operator or "gibbs"

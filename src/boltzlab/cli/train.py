@@ -329,8 +329,8 @@ def result_lines(
     summed = ", summed over resumed segments" if resumed else ""
     lines = [
         f"trained to update {end} in {format_seconds(loop_seconds)} of training loop (metrics.csv's time{summed}); "
-        f"the whole training call took {format_seconds(call_seconds)} (the loop, the setup before it: torch's "
-        "optimiser imports, base fit, chains; and the files after it)"
+        f"the whole training call took {format_seconds(call_seconds)} (the loop plus its setup: imports, "
+        "base fit, chains, files)"
     ]
     by_update: dict[int, list[str]] = {}
     for name, label in _END_METRICS:
