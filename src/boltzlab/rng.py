@@ -48,7 +48,21 @@ __all__ = [
 
 def make_generator(seed: int | None = None, device: str | torch.device = "cpu") -> torch.Generator:
     """A new generator on ``device``, seeded with ``seed`` (a fresh random seed when ``None``)."""
-    generator = torch.Generator(device=torch.device(device))
+    # ValueError, not boltzlab's ValidationError (a ValueError too): rng sits below errors in the
+    # layers. Public doors check the device first (validation.check_device); this is for direct calls.
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(
+            f"device {device!r} is not a device torch knows; use 'cpu', 'cuda' or 'cuda:N' (an NVIDIA GPU), or 'mps'"
+        ) from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        # torch's own message is about a missing shared library (ATen_cuda), not about the device.
+        raise ValueError(
+            f"device {str(device)!r} asks for a GPU, but this PyTorch sees none (torch.cuda.is_available() "
+            "is False); use device='cpu'"
+        )
+    generator = torch.Generator(device=device)
     if seed is None:
         generator.seed()
     else:

@@ -286,9 +286,11 @@ def check_device(device: Any, name: str = "device") -> torch.device:
         raise ValidationError(f"{name} 'meta' holds shapes but no values; use 'cpu' or 'cuda'")
     if resolved.type == "cuda":
         if not torch.cuda.is_available():
+            # A command-line flag is answered in flags: "--device cpu", not "device='cpu'".
+            cpu = f"{name} cpu" if name.startswith("--") else f"{name}='cpu'"
             raise ValidationError(
                 f"{name} {device!r} asks for a GPU, but this PyTorch sees none (torch.cuda.is_available() is "
-                f"False; torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'}); use device='cpu', "
+                f"False; torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'}); use {cpu}, "
                 "or install a CUDA build of torch on a machine with an NVIDIA GPU"
             )
         count = torch.cuda.device_count()
@@ -297,7 +299,6 @@ def check_device(device: Any, name: str = "device") -> torch.device:
                 f"{name} {device!r}: this machine has {count} CUDA device(s), numbered 0 to {count - 1}"
             )
     if resolved.type == "mps" and not torch.backends.mps.is_available():
-        raise ValidationError(
-            f"{name} {device!r}: Apple's MPS backend is not available here; use device='cpu'"
-        )
+        cpu = f"{name} cpu" if name.startswith("--") else f"{name}='cpu'"
+        raise ValidationError(f"{name} {device!r}: Apple's MPS backend is not available here; use {cpu}")
     return resolved

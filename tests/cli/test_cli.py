@@ -282,7 +282,7 @@ def test_sample_writes_a_png_of_one_sampling_run(run_dir: Path, tmp_path: Path) 
     # The progress bar runs the sampler in chunks; the samples are still one call's.
     model = bl.RBM.load(run_dir / "model.safetensors")
     options = {"keep_every": 7, "sweeps": 400, "seed": 2, "chains": 5, "operator": "flip", "burn_in": 3}
-    chunked, _ = _run_plain(model, options, bl.operators.get("flip"))
+    chunked, _ = _run_plain(model, options, bl.operators.get("flip"), show=False)
     single = bl.sample(model, operator="flip", n_chains=5, n_sweeps=400, generator=2, keep_every=7, burn_in=3)
     assert torch.equal(chunked, single.samples)
 
@@ -401,7 +401,7 @@ def test_logz_and_evaluate_json_print_one_object(run_dir: Path, data_file: Path)
     assert abs(record["log_z"] - exact) < 4 * record["stderr"] + 1e-9
     assert record["cost_sweeps"] > 0 and isinstance(record["reliable"], bool)
     assert record["diagnostics"]["n_chains"] == 100 and "ess" in record["diagnostics"]
-    common = ["--data", data_file, "--budget", 50, "--chains", 16, "--examples", 2]
+    common = ["--data", data_file, "--budget", 50, "--chains", 16]  # no RAISE: no --examples
     result = invoke("evaluate", model_path, *common, "--methods", "exact,ais,anchored-ais", "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)

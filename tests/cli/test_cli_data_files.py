@@ -147,7 +147,7 @@ def test_malformed_npy_and_hdf5_are_one_line(binary: np.ndarray, tmp_path: Path)
     result = invoke(
         "train", "--data", tmp_path / "vector.npy", "--data-key", "x", *TINY_TRAIN, "--out", tmp_path
     )
-    assert_one_line_error(result, "data_key (--data-key) applies to HDF5 files only")
+    assert_one_line_error(result, "--data-key applies to HDF5 files only")  # the flag, not data_key=
     (tmp_path / "fake.h5").write_text("not hdf5")
     result = invoke("train", "--data", tmp_path / "fake.h5", *TINY_TRAIN, "--out", tmp_path / "r")
     assert_one_line_error(result, "fake.h5: not a readable HDF5 file")

@@ -24,6 +24,7 @@ import torch
 from click.testing import CliRunner, Result
 
 import boltzlab as bl
+from boltzlab.cli import progress_display
 from boltzlab.cli.dbm_report import dbm_bound_rows, dbm_likelihood_rows, format_dbm_rows
 from boltzlab.cli.main import cli
 from boltzlab.estimators.dbm_likelihood import exact_log_likelihood
@@ -97,7 +98,8 @@ def test_sap_is_pcd_and_pretraining_changes_the_start(tmp_path: Path):
     ],
 )
 def test_flags_that_do_not_fit_the_model_are_refused(tmp_path: Path, args, fragment):
-    result = invoke("train", *COMMON, "--out", tmp_path / "x", *args)
+    # pcd: COMMON's --chains means nothing to the default cd, which refuses it first.
+    result = invoke("train", *COMMON, "--algorithm", "pcd", "--out", tmp_path / "x", *args)
     assert_one_line_error(result, fragment)
 
 
@@ -145,12 +147,18 @@ def test_dbm_likelihood_rows_are_within_their_error_bars_of_exact(trained_dbm: P
     )
 
 
-def test_evaluate_prints_the_bound_and_per_example_likelihood_of_a_dbm(trained_dbm: Path):
+def test_evaluate_prints_the_bound_and_per_example_likelihood_of_a_dbm(
+    trained_dbm: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(progress_display, "on_terminal", lambda: True)  # a person is watching
     result = invoke(
         "evaluate", trained_dbm, "--data", "digits", "--budget", "200", "--likelihood-examples", "4"
     )
     assert result.exit_code == 0, result.output
-    lines = [line.strip() for line in result.output.splitlines()]
+    # Every long estimate shows its progress on stderr, the per-example AIS of the DBM too.
+    for label in ("[1/3] exact", "[2/3] ais", "[3/3] rts", "DBM log p(v), per-example AIS: "):
+        assert label in result.stderr, label
+    lines = [line.strip() for line in result.stdout.splitlines()]
     assert "RAISE" not in result.output
     # A 64-9-5 DBM is enumerable, so exact is a default method and RAISE (RBM-only) is not.
     # Table rows only: a verdict's explanation ("rts is UNRELIABLE:") also starts with a name.

@@ -153,8 +153,8 @@ def test_logz_budget_flags_reach_the_chain_budget(fitted_model_file: tuple[Path,
     )
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout)
-    assert record["diagnostics"]["budget.max_chains"] == 150
-    assert record["diagnostics"]["budget.target_stderr"] == 0.5
+    assert record["diagnostics"]["budget"]["max_chains"] == 150
+    assert record["diagnostics"]["budget"]["target_stderr"] == 0.5
     assert_one_line_error(
         invoke("logz", path, "--method", "raise", "--target-stderr", "0.1"), "--target-stderr", "ais"
     )
@@ -229,7 +229,7 @@ def test_evaluate_unknown_method_is_one_line(fitted_model_file: tuple[Path, floa
     )
 
 
-def test_evaluate_shows_progress_and_what_the_cost_cap_cut(
+def test_evaluate_says_what_the_cost_cap_cut_and_no_progress_away_from_a_terminal(
     fitted_model_file: tuple[Path, float], data_file: Path
 ) -> None:
     result = invoke(
@@ -241,17 +241,9 @@ def test_evaluate_shows_progress_and_what_the_cost_cap_cut(
     # --budget fixes AIS's chains (a budget given is kept); RAISE's examples are cut.
     assert "capped by --max-cost: ais" not in result.stdout
     assert "capped by --max-cost: raise: 10 of the 30 held-out examples" in result.stdout
-    # Not a terminal here: a line when each method starts and when it ends, with its sweeps.
-    payload_rows = {}
-    for line in result.stdout.splitlines():
-        fields = line.split()
-        if fields and fields[0] in ("ais", "raise"):
-            payload_rows[fields[0]] = int(fields[5].replace(",", ""))
-    for position, method in ((1, "ais"), (2, "raise")):
-        assert f"[{position}/2] {method}: running" in result.stderr
-        done = re.search(rf"\[{position}/2\] {method}: done in .*, ([\d,]+) chain-sweeps", result.stderr)
-        # What the estimator spent, and the witness's 1,000 chains × 200 sweeps: every sweep heard.
-        assert done and int(done.group(1).replace(",", "")) == payload_rows[method] + 200_000
+    # Not a terminal here (CliRunner's streams): no progress at all, stderr holds the base line
+    # alone (tests/cli/test_rough_edges.py shows the bars on a terminal).
+    assert "[1/2]" not in result.stderr and "chain-sweeps" not in result.stderr
 
 
 def test_the_cost_cap_binds_on_large_models_only() -> None:

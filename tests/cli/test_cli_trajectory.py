@@ -210,9 +210,9 @@ def test_rts_and_mbar_get_the_runs_trajectory_as_their_second_route(
     seen: dict[str, object] = {}
     real = logz.run_quietly
 
-    def spy(model, method, *, seed, options):
+    def spy(model, method, *, seed, options, progress=None):
         seen[method] = options.get("trajectory")
-        return real(model, method, seed=seed, options=options)
+        return real(model, method, seed=seed, options=options, progress=progress)
 
     monkeypatch.setattr(logz, "run_quietly", spy)
     monkeypatch.setattr(evaluate, "run_quietly", spy)

@@ -111,14 +111,16 @@ def test_idx_path_with_sibling_labels_and_count_mismatch(tmp_path, images):
     assert torch.equal(dataset.train, torch.from_numpy((images.reshape(5, 6) > 127).astype(np.float32)))
     write_idx(tmp_path / "train-labels-idx1-ubyte", np.array([3, 1, 4, 1], dtype=np.uint8))
     with pytest.raises(
-        DataError, match="train-labels-idx1-ubyte: y_train has 4 labels but the inputs have 5"
+        DataError, match="train-labels-idx1-ubyte: the label array has 4 labels but the inputs have 5"
     ):
         data.load(tmp_path / "train-images-idx3-ubyte", binarize="threshold")
 
 
 def test_idx_grey_images_need_explicit_binarisation(tmp_path, images):
     path = write_idx(tmp_path / "grey.idx3", images)
-    with pytest.raises(DataError, match=r"grey\.idx3: x_train must be binary.*binarize='threshold'"):
+    with pytest.raises(
+        DataError, match=r"grey\.idx3: the data must be binary.*binarize= \(--binarize\) 'threshold'"
+    ):
         data.load(path)
     labels = write_idx(tmp_path / "labels.idx1", np.arange(4, dtype=np.uint8))
     with pytest.raises(DataError, match=r"labels\.idx1: holds a vector"):
@@ -206,11 +208,11 @@ def test_svmlight_binary_file_loads_with_labels_encoded(tmp_path):
 def test_svmlight_non_binary_nan_and_malformed_files_are_refused(tmp_path):
     scaled = tmp_path / "scaled.libsvm"
     scaled.write_text("1 1:1 2:0.5\n-1 2:1\n")
-    with pytest.raises(DataError, match=r"scaled\.libsvm: x_train must be binary.*0\.5 at row 0, column 1"):
+    with pytest.raises(DataError, match=r"scaled\.libsvm: the data must be binary.*0\.5 at row 0, column 1"):
         data.load(scaled)
     with_nan = tmp_path / "nan.svmlight"
     with_nan.write_text("1 1:1 2:nan\n")
-    with pytest.raises(DataError, match=r"nan\.svmlight: x_train contains NaN"):
+    with pytest.raises(DataError, match=r"nan\.svmlight: the data contains NaN"):
         data.load(with_nan)
     broken = tmp_path / "broken.txt"
     broken.write_text("1 1:1 2:abc\n")

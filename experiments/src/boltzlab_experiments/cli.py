@@ -16,6 +16,7 @@ import click
 import torch
 
 from boltzlab.cli.common import THREADS_KEY
+from boltzlab.cli.progress_display import bar_size, show_progress
 from boltzlab.errors import ValidationError
 
 __all__ = ["Progress", "choose_preset", "data_root_option", "default_to_one_thread", "progress_bar"]
@@ -53,15 +54,23 @@ def data_root_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., 
 
 @contextlib.contextmanager
 def progress_bar(description: str, *, unit: str = "run") -> Iterator[Progress]:
-    """A ``progress(done, total, label)`` callback drawing a tqdm bar, opened at its first call."""
+    """A ``progress(done, total, label)`` callback drawing a tqdm bar, opened at its first call.
+
+    The bar shows what runs (``label``), how far it is and the time elapsed and left; like every
+    command's progress it appears only on a terminal
+    (:func:`boltzlab.cli.progress_display.show_progress`), and the callback does nothing elsewhere.
+    """
     from tqdm.auto import tqdm
 
     bar: Any = None
+    shown = show_progress()
 
     def update(done: int, total: int, label: str) -> None:
         nonlocal bar
+        if not shown:
+            return
         if bar is None:
-            bar = tqdm(total=total, desc=description, unit=unit)
+            bar = tqdm(total=total, desc=description, unit=unit, **bar_size())
         bar.n = done
         bar.set_postfix_str(label, refresh=False)
         bar.refresh()

@@ -31,6 +31,7 @@ __all__ = [
     "MAX_EXACT_UNITS",
     "SEED",
     "THREADS_KEY",
+    "Device",
     "FiniteFloat",
     "command_options",
     "format_seconds",
@@ -39,6 +40,7 @@ __all__ = [
     "operator_params",
     "printable",
     "report_written",
+    "set_threads",
 ]
 
 # Where the --debug flag and --threads are remembered; ctx.meta is shared by a command and its group.
@@ -65,6 +67,23 @@ class FiniteFloat(click.FloatRange):
         return number
 
 
+class Device(click.ParamType):
+    """A ``--device`` option: a device this machine has, checked by :func:`boltzlab.validation.check_device`.
+
+    ``--device cuda`` on a machine without CUDA went on to fail deep inside torch ("Torch not
+    compiled with CUDA enabled", an unexpected AssertionError); this is one line at once, naming
+    what the machine has and the fix (the usual ``error: ...``, exit status 1).
+    """
+
+    name = "device"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from boltzlab.validation import check_device  # at parse time, not for --help: torch
+
+        flag = param.opts[0] if param is not None and param.opts else "--device"
+        return str(check_device(value, flag))
+
+
 #: Seeds are 64-bit: a larger one overflowed inside torch ("Overflow when unpacking long long").
 SEED = click.IntRange(0, 2**63 - 1)
 #: Characters of an untrusted string (model metadata, a path, a data name) the text output shows.
@@ -76,8 +95,25 @@ def _remember_debug(ctx: click.Context, _param: click.Parameter, value: bool) ->
         ctx.meta[DEBUG_KEY] = True
 
 
+def set_threads(ctx: click.Context, _param: click.Parameter, value: int | None) -> None:
+    """Callback of ``--threads``, before the subcommand (the group's) or after it (each command's):
+    ctx.meta is shared between them, so :func:`choose_threads` sees either."""
+    if value is not None:
+        import torch  # here, not at the top: `boltzlab --help` must not wait for torch
+
+        ctx.meta[THREADS_KEY] = value
+        torch.set_num_threads(value)
+
+
 def command_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``--config`` and ``--debug``, accepted after the subcommand as well as before it."""
+    """``--config``, ``--debug`` and ``--threads``, accepted after the subcommand as well as before it."""
+    function = click.option(
+        "--threads",
+        type=click.IntRange(min=1),
+        callback=set_threads,
+        expose_value=False,
+        help="CPU threads for torch (default: 1 for models under 65,536 weights, else torch's choice).",
+    )(function)
     function = click.option(
         "--debug",
         is_flag=True,
@@ -146,7 +182,32 @@ def load_data(
     given = {name: options[name] for name in _DATA_FILE_OPTIONS if options.get(name) is not None}
     if "pixel_max" in given and "binarize" not in given:
         raise ValidationError("--pixel-max applies with --binarize threshold|stochastic; pass both")
+    _check_data_path(name_or_path)
     return datasets.load(name_or_path, root=root, generator=seed, **given)
+
+
+def _check_data_path(name_or_path: str) -> None:
+    """Refuse, in the command line's words, a ``--data`` path the library would refuse in its own.
+
+    The library's messages name its arguments (``format=``, ``root=``), which the command line
+    spells otherwise or does not have; these two are checked here first.
+    """
+    from boltzlab import data as datasets  # here: the data readers import torch
+    from boltzlab.data.from_path import FILE_NAMES, format_from_name
+
+    if name_or_path.lower().replace("_", "-") in datasets.available():
+        return
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        raise ValidationError(
+            f"--data {name_or_path}: is a folder; pass a data file, or a dataset name (e.g. mnist) "
+            f"with --data-root {name_or_path}"
+        )
+    if path.is_file() and format_from_name(path) is None:
+        raise ValidationError(
+            f"--data {name_or_path}: cannot tell the format from the file name; expected {FILE_NAMES}; "
+            "rename the file to say what it holds (e.g. pixels.csv)"
+        )
 
 
 def refuse_data_file_options_without_data(options: Mapping[str, Any]) -> None:

@@ -38,6 +38,7 @@ from boltzlab.cli.common import (
 from boltzlab.cli.comparison import disagreement_lines
 from boltzlab.cli.config import recorded_options, write_config
 from boltzlab.cli.evaluate import mean_log_f, row_from_estimate
+from boltzlab.cli.progress_display import method_progress, show_progress
 from boltzlab.cli.run_files import evaluation_payload, write_evaluation
 from boltzlab.cli.run_outputs import finish_report, write_plots
 from boltzlab.cli.train import data_metadata
@@ -83,6 +84,7 @@ def _estimate_log_z(
     """Exact log Z (when enumerable), AIS once per operator in ``generators``, then RTS."""
     measured = []
     smaller = min(model.layer_sizes)
+    show, total = show_progress(), len(generators) + 1  # the sampling estimates get a bar each
     if smaller <= MAX_EXACT_UNITS:
         started = time.perf_counter()
         estimate = estimate_log_z(model, method="exact")
@@ -97,14 +99,17 @@ def _estimate_log_z(
             err=True,
         )
         started = time.perf_counter()
-        estimate = estimate_log_z(
-            model,
-            method="ais",
-            generator=generator,
-            n_chains=options["ais_chains"],
-            n_temperatures=temperatures,
-            operator=operator,
-        )
+        position = len(measured) + 1 - (smaller <= MAX_EXACT_UNITS)
+        with method_progress(f"AIS, {operator} sweeps", position, total, show=show) as hook:
+            estimate = estimate_log_z(
+                model,
+                method="ais",
+                generator=generator,
+                progress=hook,
+                n_chains=options["ais_chains"],
+                n_temperatures=temperatures,
+                operator=operator,
+            )
         measured.append(
             _Measured(
                 f"AIS, {operator} sweeps", f"AIS log Z ({operator})", estimate, time.perf_counter() - started
@@ -112,7 +117,8 @@ def _estimate_log_z(
         )
     click.echo("estimating log Z by RTS with gibbs sweeps (its default ladder and budget) ...", err=True)
     started = time.perf_counter()
-    estimate = estimate_log_z(model, method="rts", generator=rts_generator)
+    with method_progress("RTS, gibbs sweeps", total, total, show=show) as hook:
+        estimate = estimate_log_z(model, method="rts", generator=rts_generator, progress=hook)
     measured.append(_Measured("RTS, gibbs sweeps", "RTS log Z", estimate, time.perf_counter() - started))
     return measured
 
@@ -246,11 +252,20 @@ def run(**options: Any) -> None:
         track_exact_every=track_every if exact_possible else None,
         log_every=track_every,
         metrics_path=out / "metrics.csv",
-        progress=True,
+        progress=show_progress(),
         **_TRAINING,
     )
-    tracked = f"; exact log-likelihood tracked every {track_every} updates" if exact_possible else ""
-    click.echo(f"trained in {format_seconds(time.perf_counter() - started)}{tracked}\n")
+    tracked = (
+        f"; exact log-likelihood tracked every {track_every} updates on the training and validation "
+        "(the test split) examples"
+        if exact_possible
+        else ""
+    )
+    click.echo(
+        f"trained {result.n_updates} updates in {format_seconds(time.perf_counter() - started)} (the whole "
+        f"training call; its training loop took {format_seconds(result.history[-1].time)}, metrics.csv's "
+        f"time){tracked}\n"
+    )
     written.append(out / "metrics.csv")
     written.append(
         model.save(
@@ -279,7 +294,7 @@ def run(**options: Any) -> None:
         out / "plots",
         samples=final.chains.layers[0],
         samples_title=f"{_N_SAMPLE_CHAINS} chains after {options['sample_sweeps']} {options['operator']} sweeps",
-        held_out_label="test",
+        held_out_label="validation, the test split",
         title=f"RBM {n_visible}×{n_hidden} on digits, {options['algorithm'].upper()}-1, {options['operator']}",
     )
     written += finish_report(out, seed=options["seed"])

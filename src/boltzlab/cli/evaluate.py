@@ -35,7 +35,7 @@ from typing import Any
 import click
 from torch import Tensor, nn
 
-from boltzlab import distributed, estimators, operators
+from boltzlab import distributed, estimators, operators, progress
 from boltzlab.cli.choices import DEFAULT_RAISE_EXAMPLES, MAX_ANCHORED_UNITS
 from boltzlab.cli.common import (
     MAX_EXACT_UNITS,
@@ -60,12 +60,13 @@ from boltzlab.cli.logz import (
     run_quietly,
     trajectory_for,
 )
-from boltzlab.cli.progress_display import method_progress
+from boltzlab.cli.progress_display import method_progress, show_progress
 from boltzlab.cli.run_files import evaluation_payload, write_evaluation
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.budget import matched_options
 from boltzlab.estimators.likelihood import log_unnormalized
 from boltzlab.estimators.record import get_record
+from boltzlab.estimators.record import records as estimators_records
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.routes import route_note
 from boltzlab.models.dbm import DBM
@@ -103,12 +104,13 @@ class EvaluationRow:
         Its reasons and notes.
     diagnostics : dict
         The estimator's diagnostics, as ``--json`` prints them.
-    budget_grew : str
-        How a tempered budget grew (``logz``'s description of the run), or ``""`` when it ran
-        one round (estimators/tempered/budget.py).
-    route_note : str
+    budget_grew : str or None
+        How a budget grew (``logz``'s description of the run), or ``None`` when it ran one
+        round (estimators/tempered/budget.py, estimators/annealing/chain_budget.py): ``null``
+        in the JSON, not an empty string.
+    route_note : str or None
         Where ``rts`` or ``mbar`` answered along the trajectory for a flagged temperature
-        route, the note that says so (estimators/routes.py), else ``""``.
+        route, the note that says so (estimators/routes.py), else ``None``.
     """
 
     method: str
@@ -123,8 +125,8 @@ class EvaluationRow:
     verdict: str = ""
     warnings: tuple[str, ...] = ()
     diagnostics: dict[str, Any] = field(default_factory=dict)
-    budget_grew: str = ""
-    route_note: str = ""
+    budget_grew: str | None = None
+    route_note: str | None = None
 
     def __post_init__(self) -> None:
         # One verdict, whichever of the two fields a caller gave: "reliable" needs both.
@@ -200,8 +202,8 @@ def row_from_estimate(
         verdict=estimate.status,
         warnings=tuple(estimate.warnings),
         diagnostics=estimate_diagnostics(estimate.info),
-        budget_grew=describe_estimate(estimate) if len(getattr(budget, "rounds", ())) > 1 else "",
-        route_note=(route_note(estimate) or "") if not estimate.failed else "",
+        budget_grew=describe_estimate(estimate) if len(getattr(budget, "rounds", ())) > 1 else None,
+        route_note=route_note(estimate) if not estimate.failed else None,
     )
 
 
@@ -253,7 +255,7 @@ def _evaluate_methods(
     trajectory: Path | None = None,
     cap: CostCap = NO_CAP,
     examples_given: bool = False,
-    lines: bool = True,
+    show: bool = False,
 ) -> tuple[list[EvaluationRow], list[str]]:
     """Run every method on ``model``: one :class:`EvaluationRow` each, and what the cap cut.
 
@@ -280,10 +282,8 @@ def _evaluate_methods(
         Chain-sweeps any one method may spend (:mod:`boltzlab.cli.cost_cap`).
     examples_given : bool
         Whether the user chose RAISE's examples (the cap then keeps them all).
-    lines : bool
-        Away from a terminal, say when each method starts and ends (``--json``: no).
-
-    Each method's progress is shown on stderr while it runs (:mod:`boltzlab.cli.progress_display`).
+    show : bool
+        Show each method's progress on stderr while it runs (:mod:`boltzlab.cli.progress_display`).
     """
     dataset = prepared.dataset
     test = dataset.test if dataset.test is not None else dataset.valid
@@ -304,8 +304,8 @@ def _evaluate_methods(
         if method != "exact":
             options["check_data"] = dataset.train
         started = time.perf_counter()
-        with method_progress(method, position, len(methods), lines=lines):
-            estimate = run_quietly(model, method, seed=seed, options=options)
+        with method_progress(method, position, len(methods), show=show) as hook:
+            estimate = run_quietly(model, method, seed=seed, options=options, progress=hook)
         rows.append(
             row_from_estimate(
                 estimate,
@@ -403,6 +403,7 @@ def run(
         and any(record.trajectory_route is not None for record in records)
     ):
         trajectory = trajectory_for(model_path, trajectory)
+    _refuse_unused(records, examples=examples, operator=operator, alpha=alpha)
     op = None
     if operator is not None or alpha is not None:
         name = operator or "gibbs"
@@ -438,7 +439,7 @@ def run(
         trajectory=trajectory,
         cap=cap,
         examples_given=examples is not None,
-        lines=not as_json,
+        show=show_progress(quiet=as_json),
     )
     payload = evaluation_payload(
         rows,
@@ -472,8 +473,34 @@ def run(
     if sandwich is not None:
         click.echo(sandwich)
     if isinstance(model, DBM):
-        click.echo(_dbm_tables(model, rows, prepared, likelihood_examples=likelihood_examples, seed=seed))
+        # Per-example AIS on the test examples is one more long estimate: its own progress line.
+        with (
+            method_progress("DBM log p(v), per-example AIS", 1, 1, show=show_progress()) as hook,
+            progress.reporting(hook),
+        ):
+            tables = _dbm_tables(model, rows, prepared, likelihood_examples=likelihood_examples, seed=seed)
+        click.echo(tables)
     _save(out, payload, seed=seed, err=False)
+
+
+def _refuse_unused(
+    records: Sequence[Any], *, examples: int | None, operator: str | None, alpha: float | None
+) -> None:
+    """Refuse ``--examples``, ``--operator`` and ``--alpha`` when no chosen method uses them, as
+    ``logz`` refuses a flag its method does not take, rather than ignore them."""
+    given = [flag for flag, value in (("--operator", operator), ("--alpha", alpha)) if value is not None]
+    if given and not any("operator" in record.flags for record in records):
+        users = [record.name for record in estimators_records() if "operator" in record.flags]
+        raise ValidationError(
+            f"{', '.join(given)} applies to the methods {', '.join(users)}, and --methods "
+            f"{','.join(record.name for record in records)} has none of them"
+        )
+    if examples is not None and not any(record.data_option == "data" for record in records):
+        users = [record.name for record in estimators_records() if record.data_option == "data"]
+        raise ValidationError(
+            f"--examples applies to {', '.join(users)}, and --methods "
+            f"{','.join(record.name for record in records)} does not include it"
+        )
 
 
 def _save(out: Path | None, payload: dict[str, Any], *, seed: int, err: bool) -> None:

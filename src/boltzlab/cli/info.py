@@ -1,10 +1,14 @@
-"""``boltzlab info MODEL``: what a model file holds, and its exact log Z when that is cheap.
+"""``boltzlab info FILE``: what a model file holds, and its exact log Z when that is cheap.
 
 Reads the file through :func:`boltzlab.io.load_model`, which validates everything (so a
 corrupt file is one line), then prints the kind, layer sizes, dtype, base, per-parameter
 statistics, the metadata recorded at training, and exact ``log Z`` by enumeration when the
 smaller layer has at most 25 units. ``--json`` prints the same as one JSON object instead
 (docs/architecture.md, "Command line"), with the file's size, SHA-256 and format version.
+
+A run's other safetensors file, ``trajectory.safetensors`` (the parameter snapshots of
+training), is described too (:func:`_describe_trajectory`): its snapshots, their updates and
+sizes, and which commands use it, rather than refused as a model file that needs re-saving.
 """
 
 from __future__ import annotations
@@ -27,9 +31,11 @@ from boltzlab.cli.common import (
     printable,
 )
 from boltzlab.cli.json_output import echo_json
-from boltzlab.errors import BoltzlabError
+from boltzlab.errors import BoltzlabError, ModelFileError
 from boltzlab.estimators import exact_log_z
 from boltzlab.io import MODEL_FORMAT, MODEL_FORMAT_VERSION, MODEL_KINDS
+from boltzlab.io.safetensors_file import TRAJECTORY_FORMAT
+from boltzlab.models.trajectory import ANCHOR_UPDATE, Trajectory, load_trajectory
 
 __all__ = ["run"]
 
@@ -154,10 +160,78 @@ def _witness_line(model: torch.nn.Module) -> str:
     return "witness: none (estimates without --data say unchecked; docs/trust.md)"
 
 
+def _trajectory_in(path: Path) -> Trajectory | None:
+    """The training trajectory in the file ``path``, or ``None`` when it holds none."""
+    if not path.is_file():
+        return None
+    try:
+        return load_trajectory(path)
+    except ModelFileError:
+        return None
+
+
+def _describe_trajectory(path: Path, trajectory: Trajectory, *, as_json: bool) -> None:
+    """What ``info`` says of a training trajectory: its snapshots, sizes and metadata, and its uses."""
+    updates = [int(update) for update in trajectory.updates.tolist()]
+    trained = [update for update in updates if update != ANCHOR_UPDATE]
+    sizes = [int(trajectory.weights.shape[1]), int(trajectory.weights.shape[2])]
+    dtype = str(trajectory.weights.dtype).removeprefix("torch.")
+    if as_json:
+        echo_json(
+            {
+                "file": str(path),
+                "bytes": path.stat().st_size,
+                "sha256": _sha256(path),
+                "format": TRAJECTORY_FORMAT,
+                "kind": "trajectory",
+                "layer_sizes": sizes,
+                "dtype": dtype,
+                "n_points": trajectory.n_points,
+                "updates": trained,
+                "anchor": len(trained) < len(updates),
+                "base_logits": trajectory.base_logits is not None,
+                "metadata": trajectory.metadata,
+            }
+        )
+        return
+    click.echo(f"file: {printable(path)}")
+    anchor = " after the zero-weight anchor" if len(trained) < len(updates) else ""
+    span = f"updates {trained[0]:,} to {trained[-1]:,}" if trained else "no training updates"
+    click.echo(
+        f"kind: training trajectory ({TRAJECTORY_FORMAT}): {len(trained)} snapshots of an RBM "
+        f"{sizes[0]}×{sizes[1]}{anchor}, {span}"
+    )
+    click.echo(f"dtype: {dtype}")
+    click.echo(
+        "base: the trained model's base-rate base kept"
+        if trajectory.base_logits is not None
+        else "base: none kept"
+    )
+    metadata = _flatten(trajectory.metadata)
+    if metadata:
+        click.echo("metadata:")
+        for key, value in metadata:
+            click.echo(f"  {printable(key)}: {_show(value)}")
+    model = path.parent / "model.safetensors"
+    click.echo(
+        f"used by: boltzlab logz {printable(model)} --method trajectory-ais (or evaluate), and "
+        f"boltzlab sample {printable(model)} --sampler ptt; they find it beside the model file, or take "
+        "--trajectory PATH. It is not a model file: boltzlab info MODEL describes the model."
+    )
+
+
 def run(model_path: Path, as_json: bool) -> None:
     """``boltzlab info`` with its options (declared in :mod:`boltzlab.cli.commands.info`): print what
-    a model file holds, and its exact log Z when that is cheap."""
-    model = load_model_file(model_path)
+    a model file holds, and its exact log Z when that is cheap; a training trajectory is described
+    too (its snapshots)."""
+    try:
+        model = load_model_file(model_path)
+    except ModelFileError:
+        trajectory = _trajectory_in(model_path)
+        if trajectory is None:
+            raise
+        _describe_trajectory(model_path, trajectory, as_json=as_json)
+        return
     choose_threads(model)
     kind = next((name for name, kind in MODEL_KINDS.items() if isinstance(model, kind.model_class)), "?")
     if as_json:

@@ -5,10 +5,13 @@ An estimate becomes ``{"method", "log_z", "stderr", "bias", "cost_sweeps", "seco
 ``verdict`` is ``"reliable"``, ``"unchecked"`` or ``"unreliable"`` (``reliable`` is true for the
 first alone; docs/trust.md, "Three verdicts") and ``unchecked`` the sentence saying what was not
 checked, or ``null``; ``diagnostics`` holds
-every scalar of the estimator's ``info`` (ESS, chains, operator, round trips, ...) and of its
-nested dataclasses one level down, as ``"parent.field"``. Non-finite numbers become ``null``
-(JSON has no NaN or infinity). ``world_size`` is the number of processes of the run (1 without
-torchrun); which methods share their work between them is in docs/architecture.md, "Scaling out".
+every scalar of the estimator's ``info`` (ESS, chains, operator, round trips, ...) and, as a
+nested object under the field's name, those of the dataclasses it holds one level down
+(``"budget": {"max_chains": 1600, ...}``). Non-finite numbers become ``null`` (JSON has no NaN
+or infinity), and so does a value that is missing (never an empty string). Objects appear by
+name (an operator as ``"gibbs"``), never as a Python ``repr``. ``world_size`` is the number of
+processes of the run (1 without torchrun); which methods share their work between them is in
+docs/architecture.md, "Scaling out".
 """
 
 from __future__ import annotations
@@ -48,21 +51,35 @@ def _scalar(value: Any) -> Any | None:
     return None
 
 
-def estimate_diagnostics(info: Any) -> dict[str, Any]:
-    """Scalar fields of ``info`` (a dataclass), and of dataclasses it holds, one level down."""
-    if not dataclasses.is_dataclass(info) or isinstance(info, type):
+def _is_record(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
+def estimate_diagnostics(info: Any, *, vectors: bool = False) -> dict[str, Any]:
+    """Scalar fields of ``info`` (a dataclass), and those of the dataclasses it holds one level
+    down as a nested object under the field's name (left out when it has none).
+
+    ``vectors``: one-dimensional tensors too, as lists (a tempered sampler's per-level rates);
+    2-D histories are always left out.
+    """
+    return _fields(info, vectors=vectors, depth=1)
+
+
+def _fields(record: Any, *, vectors: bool, depth: int) -> dict[str, Any]:
+    if not _is_record(record):
         return {}
     out: dict[str, Any] = {}
-    for field in dataclasses.fields(info):
-        value = getattr(info, field.name)
+    for field in dataclasses.fields(record):
+        value = getattr(record, field.name)
         scalar = _scalar(value)
         if scalar is not None:
-            out[field.name] = scalar
-        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-            for inner in dataclasses.fields(value):
-                inner_scalar = _scalar(getattr(value, inner.name))
-                if inner_scalar is not None:
-                    out[f"{field.name}.{inner.name}"] = inner_scalar
+            out[field.name] = None if scalar == "" else scalar  # an empty text is a missing value
+        elif vectors and getattr(value, "dim", None) is not None and value.dim() == 1:
+            out[field.name] = value.tolist()
+        elif depth > 0 and _is_record(value):
+            inner = _fields(value, vectors=vectors, depth=depth - 1)
+            if inner:
+                out[field.name] = inner
     return out
 
 

@@ -48,12 +48,13 @@ from boltzlab.cli.common import (
 )
 from boltzlab.cli.json_output import echo_json, estimate_record
 from boltzlab.cli.memory import check_memory
-from boltzlab.cli.progress_display import method_progress
+from boltzlab.cli.progress_display import method_progress, show_progress
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.record import FAMILIES, FLAGS, get_record, records
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.models.rbm import RBM
 from boltzlab.models.trajectory import TRAJECTORY_FILE, find_trajectory_file
+from boltzlab.progress import ProgressHook
 
 __all__ = ["PreparedData", "describe_estimate", "estimator_options", "methods_taking", "run", "run_quietly"]
 
@@ -266,13 +267,21 @@ def trajectory_for(model_path: Path, given: Path | None) -> Path:
     return found
 
 
-def run_quietly(model: nn.Module, method: str, *, seed: int, options: dict[str, Any]) -> LogZEstimate:
-    """``estimate_log_z`` with the library's uniform-base warning replaced by the command line's."""
+def run_quietly(
+    model: nn.Module,
+    method: str,
+    *,
+    seed: int,
+    options: dict[str, Any],
+    progress: ProgressHook | None = None,
+) -> LogZEstimate:
+    """``estimate_log_z`` with the library's uniform-base warning replaced by the command line's;
+    ``progress`` receives the estimate's progress events (:mod:`boltzlab.cli.progress_display`)."""
     with warnings.catch_warnings():
         if not getattr(model, "base_fitted", True):
             # Said once by the command in its own terms (--data), not by the library (set_base_rate).
             warnings.filterwarnings("ignore", message=_AIS_UNIFORM_BASE_WARNING)
-        return estimators.estimate_log_z(model, method=method, generator=seed, **options)
+        return estimators.estimate_log_z(model, method=method, generator=seed, progress=progress, **options)
 
 
 def _check_logz_size(model: Any, flags: dict[str, Any]) -> None:
@@ -352,8 +361,8 @@ def run(model_path: Path, method: str, seed: int, as_json: bool, **flags: Any) -
             err=True,
         )
     started = time.perf_counter()
-    with method_progress(method, 1, 1, lines=False):
-        estimate = run_quietly(model, method, seed=seed, options=options)
+    with method_progress(method, 1, 1, show=show_progress(quiet=as_json)) as hook:
+        estimate = run_quietly(model, method, seed=seed, options=options, progress=hook)
     elapsed = time.perf_counter() - started
     if as_json:
         echo_json({"model": str(model_path), **estimate_record(estimate, seconds=elapsed)})

@@ -5,13 +5,16 @@ file, a bad option or config file), a missing or unreadable file, and any unexpe
 exception become one line ``error: ...`` on stderr and exit status 1; click's own usage
 errors keep their exit status 2; Ctrl-C prints one line and exits with 130 (128 + SIGINT).
 ``--debug`` (before or after the subcommand) lets the exception through with its traceback.
-Warnings print as ``warning: ...`` lines without the source location.
+Warnings print as ``warning: ...`` lines without the source location. Both speak the command
+line's language: where a library message names an argument together with its flag
+(``pixel_max= (--pixel-max)``), the line names the flag alone (:func:`in_cli_terms`).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
 import warnings
 from typing import IO, Any
@@ -19,10 +22,10 @@ from typing import IO, Any
 import click
 
 from boltzlab import __version__
-from boltzlab.cli.common import DEBUG_KEY, THREADS_KEY
+from boltzlab.cli.common import DEBUG_KEY, set_threads
 from boltzlab.errors import BoltzlabError
 
-__all__ = ["CommandError", "cli", "main"]
+__all__ = ["CommandError", "cli", "in_cli_terms", "main"]
 
 _EXIT_ERROR = 1
 _EXIT_INTERRUPTED = 130
@@ -43,10 +46,21 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+# The library names an argument that the command line spells as a flag as "name= (--flag)" or
+# "name (--flag)" (e.g. "pass pixel_max= (--pixel-max) the value meaning fully on"); the name is
+# an identifier with an underscore or followed by "=", so prose such as "rows (--data)" is left.
+_ARGUMENT_AND_FLAG = re.compile(r"\b(?:[a-z][a-z0-9]*_[a-z0-9_]*=?|[a-z][a-z0-9_]*=) \((--[a-z][a-z0-9-]*)\)")
+
+
+def in_cli_terms(text: str) -> str:
+    """A library message as the command line says it: ``name= (--flag)`` becomes ``--flag``."""
+    return _ARGUMENT_AND_FLAG.sub(r"\1", text)
+
+
 def _message(error: BaseException) -> str:
     """A readable one-line description of ``error``."""
     if isinstance(error, BoltzlabError):
-        return _one_line(str(error))
+        return in_cli_terms(_one_line(str(error)))
     if isinstance(error, OSError) and error.strerror:
         # "[Errno 2] No such file or directory: 'x'" reads better as "x: No such file or directory".
         where = f"{error.filename}: " if error.filename is not None else ""
@@ -68,7 +82,7 @@ def _show_warning(
     file: IO[str] | None = None,
     line: str | None = None,
 ) -> None:
-    click.echo(f"warning: {_one_line(str(message))}", err=True)
+    click.echo(f"warning: {in_cli_terms(_one_line(str(message)))}", err=True)
 
 
 #: Each subcommand: the module that declares it (imported only when the subcommand runs or
@@ -140,14 +154,6 @@ class _BoltzlabGroup(click.Group):
                 raise CommandError(_message(error)) from error
 
 
-def _set_threads(ctx: click.Context, _param: click.Parameter, value: int | None) -> None:
-    if value is not None:
-        import torch  # here, not at the top: `boltzlab --help` must not wait for torch
-
-        ctx.meta[THREADS_KEY] = value
-        torch.set_num_threads(value)
-
-
 @click.group(
     cls=_BoltzlabGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
@@ -158,7 +164,7 @@ def _set_threads(ctx: click.Context, _param: click.Parameter, value: int | None)
 @click.option(
     "--threads",
     type=click.IntRange(min=1),
-    callback=_set_threads,
+    callback=set_threads,
     expose_value=False,
     help="CPU threads for torch (default: 1 for models under 65,536 weights, else torch's choice).",
 )
@@ -222,3 +228,7 @@ def main(argv: list[str] | None = None) -> None:
         distributed.exit_now(code)
     if code:
         sys.exit(code)
+
+
+if __name__ == "__main__":  # python -m boltzlab.cli.main, as the installed `boltzlab` script
+    main()

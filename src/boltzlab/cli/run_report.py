@@ -42,6 +42,8 @@ from boltzlab.cli.config import read_config
 from boltzlab.cli.run_files import EVALUATION_FILE, METRICS_FILE, read_evaluation, read_metrics
 from boltzlab.cli.run_sections import log_z_section, timings_section
 from boltzlab.errors import BoltzlabError
+from boltzlab.estimators import exact_log_z
+from boltzlab.models.rbm import RBM
 from boltzlab.plotting import figure_png, samples_figure, tempered_sampler_figure, training_figure
 from boltzlab.plotting.report_page import (
     SAMPLER_RATE_METRICS,
@@ -62,6 +64,8 @@ from boltzlab.training.state import TrainRecord
 __all__ = ["SECTION_KEYS"]
 
 _REPORT_FILE = "report.html"
+# What the commands that make a run folder write into it; a folder holding none is not a run.
+_RUN_FILES = ("config.toml", METRICS_FILE, "model.safetensors", EVALUATION_FILE, "summary.md")
 # The six sections every report has, in order (their HTML ids).
 SECTION_KEYS = ("configuration", "training", "samples", "tempering", "log-z", "timings")
 # Most multiply-adds (weights × chain-sweeps) spent redrawing samples or a tempered run.
@@ -119,21 +123,54 @@ def _configuration(config: dict[str, Any] | None, config_error: str | None, mode
     )
 
 
-def _last_values(records: tuple[TrainRecord, ...]) -> Table:
-    """The newest value of every metric the history holds."""
+def _last_values(records: tuple[TrainRecord, ...], final_log_z: float | None) -> Table:
+    """The newest value of every metric the history holds, each with its update.
+
+    A metric tracked every N updates may be older than the final model; ``final_log_z`` (the
+    final model's exact log Z, :func:`_final_log_z`) then joins the table at the last update.
+    """
     names = [*TrainRecord.__dataclass_fields__][2:-1] + sorted({n for r in records for n in r.extra})
+    end = records[-1].update
     rows = []
     for name in names:
         found = next(((r.update, r.get(name)) for r in reversed(records) if r.get(name) is not None), None)
         if found is not None and math.isfinite(found[1]):
-            label = "training time (s)" if name == "time" else name.replace("_", " ")
+            label = "training-loop time (s)" if name == "time" else name.replace("_", " ")
+            if found[0] != end:
+                label += " (last tracked)"
             rows.append((label, f"{found[1]:.6g}", f"{found[0]:,}"))
+    if final_log_z is not None:
+        rows.append(
+            ("log z of the final model (exact, computed for this report)", f"{final_log_z:.6g}", f"{end:,}")
+        )
     return Table(
-        ("metric", "last value", "at update"), tuple(rows), caption="last recorded values", numeric=(1, 2)
+        ("metric", "last value", "at update"),
+        tuple(rows),
+        caption=f"last recorded values; the run ended at update {end:,}",
+        numeric=(1, 2),
     )
 
 
-def _training(run_dir: Path, records: tuple[TrainRecord, ...] | None, error: str | None) -> Section:
+def _final_log_z(model: Any, records: tuple[TrainRecord, ...] | None) -> float | None:
+    """The final model's exact log Z where exact tracking last ran before the final update.
+
+    Only for an RBM whose enumeration fits the report's budget (:data:`_REGENERATE_BUDGET`):
+    the tracked value belongs to an earlier model, and the report must not pass it off as the
+    final one.
+    """
+    if model is None or not isinstance(model, RBM) or not records:
+        return None
+    tracked = [record.update for record in records if record.log_z is not None]
+    if not tracked or tracked[-1] == records[-1].update:
+        return None
+    if 2 ** min(model.layer_sizes) * max(model.layer_sizes) > _REGENERATE_BUDGET:
+        return None
+    return float(exact_log_z(model))
+
+
+def _training(
+    run_dir: Path, records: tuple[TrainRecord, ...] | None, error: str | None, final_log_z: float | None
+) -> Section:
     blocks: list[Any] = []
     if error is not None:
         blocks.append(Paragraph(f"{METRICS_FILE} could not be read: {error}", "warning"))
@@ -143,7 +180,7 @@ def _training(run_dir: Path, records: tuple[TrainRecord, ...] | None, error: str
     elif records:
         blocks.append(Image(_png(training_figure(records)), f"training curves drawn from {METRICS_FILE}"))
     if records:
-        blocks.append(_last_values(records))
+        blocks.append(_last_values(records, final_log_z))
     return Section(
         "training",
         "Training curves",
@@ -292,20 +329,27 @@ def _build_report(run_dir: str | Path, *, seed: int = 0) -> ReportPage:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise BoltzlabError(f"{run_dir} is not a directory; pass the --out folder of boltzlab train")
+    if not any((run_dir / name).is_file() for name in _RUN_FILES):
+        # An empty page with exit status 0 looked like success for a mistyped folder.
+        raise BoltzlabError(
+            f"{run_dir} is not a run folder: it holds none of {', '.join(_RUN_FILES)}; pass the --out "
+            "folder of boltzlab train, demo, evaluate --out or reproduce"
+        )
     config, config_error = _read(read_config, run_dir / "config.toml")
     records, metrics_error = _read(read_metrics, run_dir / METRICS_FILE)
     evaluation, evaluation_error = _read(read_evaluation, run_dir / EVALUATION_FILE)
     model, model_error = _read(load_model_file, run_dir / "model.safetensors")
     if model is not None and click.get_current_context(silent=True) is not None:
         choose_threads(model)
+    final_log_z = _final_log_z(model, records)
     samples, sample_seconds = _samples(run_dir, model, seed)
     tempering, tempering_seconds = _tempering(config or {}, records, model, seed)
     sections = [
         _configuration(config, config_error, model),
-        _training(run_dir, records, metrics_error),
+        _training(run_dir, records, metrics_error, final_log_z),
         samples,
         tempering,
-        log_z_section(evaluation, evaluation_error, records, run_dir),
+        log_z_section(evaluation, evaluation_error, records, run_dir, final_log_z=final_log_z),
         timings_section(records, evaluation, sample_seconds + tempering_seconds),
         *_extra_sections(run_dir),
     ]

@@ -88,11 +88,23 @@ def _evaluation_blocks(evaluation: dict[str, Any]) -> list[Any]:
     return blocks
 
 
-def _tracked_blocks(records: tuple[TrainRecord, ...]) -> list[Any]:
+def _tracked_blocks(records: tuple[TrainRecord, ...], final_log_z: float | None) -> list[Any]:
     """Rows for the log Z tracked in training (exact, or a DBM bound tracker's AIS) and the RTS
     tracker's, at the last update that has each; a DBM's columns hold its variational lower
-    bound on the log-likelihood (``≥``)."""
+    bound on the log-likelihood (``≥``). ``final_log_z``: the final model's exact log Z where
+    tracking last ran earlier, as a first row."""
     rows = []
+    if final_log_z is not None:
+        rows.append(
+            (
+                f"exact, final model (update {records[-1].update:,}; computed for this report)",
+                _number(final_log_z),
+                "0",
+                "—",
+                "—",
+                "exact",
+            )
+        )
     tracked = next((r for r in reversed(records) if r.log_z is not None), None)
     if tracked is not None:
         stderr = tracked.get("log_z_stderr") or 0.0
@@ -105,7 +117,7 @@ def _tracked_blocks(records: tuple[TrainRecord, ...]) -> list[Any]:
 
         rows.append(
             (
-                f"{'exact' if stderr == 0 else 'AIS'}, tracked in training (update {tracked.update:,})",
+                f"{'exact' if stderr == 0 else 'AIS'}, last tracked in training (update {tracked.update:,})",
                 _number(tracked.log_z),
                 "0" if stderr == 0 else _number(stderr),
                 split("train"),
@@ -128,7 +140,7 @@ def _tracked_blocks(records: tuple[TrainRecord, ...]) -> list[Any]:
         )
     if not rows:
         return []
-    header = ("source", "log Z", "± s.e.", "train LL", "held-out LL", "verdict")
+    header = ("source", "log Z", "± s.e.", "train LL", "validation LL", "verdict")
     caption = "log Z tracked during training (nats; log-likelihood per example, ≥: a DBM's lower bound)"
     return [Table(header, tuple(rows), caption=caption, numeric=(1, 2, 3, 4), verdict_column=5)]
 
@@ -138,8 +150,11 @@ def log_z_section(
     evaluation_error: str | None,
     records: tuple[TrainRecord, ...] | None,
     run_dir: Path,
+    *,
+    final_log_z: float | None = None,
 ) -> Section:
-    """The log Z and log-likelihood section (module docstring)."""
+    """The log Z and log-likelihood section (module docstring); ``final_log_z`` as in
+    :func:`_tracked_blocks`."""
     blocks: list[Any] = []
     if evaluation_error is not None:
         blocks.append(Paragraph(f"{EVALUATION_FILE} could not be read: {evaluation_error}", "warning"))
@@ -150,7 +165,7 @@ def log_z_section(
         "adds the estimators' table with error bars and verdicts"
     )
     if evaluation is None and records:
-        tracked = _tracked_blocks(records)
+        tracked = _tracked_blocks(records, final_log_z)
         if tracked:
             blocks += [*tracked, Paragraph(f"No estimate with a verdict was saved; {advice}.", "note")]
     missing = "Not recorded in this run: no log Z estimate was saved" + (
@@ -168,7 +183,7 @@ def timings_section(
     if timed:
         last = timed[-1]
         speed = f"{last.update / last.time:,.0f} updates/s" if last.time > 0 and last.update > 0 else ""
-        rows.append(("training", f"{last.update:,} updates", format_seconds(last.time), speed))
+        rows.append(("training loop", f"{last.update:,} updates", format_seconds(last.time), speed))
     for row in (evaluation or {}).get("rows", ()):
         seconds = row.get("seconds")
         if seconds is not None:
@@ -181,5 +196,12 @@ def timings_section(
     if drawing_seconds > 0:
         rows.append(("drawing samples / tempered run for this page", "", format_seconds(drawing_seconds), ""))
     table = Table(("what", "work", "wall-clock", "speed"), tuple(rows), numeric=(1, 2, 3))
-    note = Paragraph("Training time is the trainer's own clock (summed over resumed segments).", "note")
+    note = Paragraph(
+        "Training time is the training loop's own clock (metrics.csv's time column: from the first "
+        "update to the last record, tracking and checkpoints included, summed over resumed segments). "
+        "The time boltzlab train prints for the whole training call is longer: it adds the setup before "
+        "the loop (imports, base fit, chains) and the files after it. Each log Z time is the wall-clock "
+        "time of that estimate, its verdict's checks included.",
+        "note",
+    )
     return Section("timings", "Timings", (table, note))

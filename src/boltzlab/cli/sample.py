@@ -1,8 +1,12 @@
-"""``boltzlab sample MODEL``: run chains on a saved model and draw them as a PNG strip.
+"""``boltzlab sample MODEL``: run chains on a saved model; write them as a PNG strip or as data.
 
-One row per chain, time left to right: a sample every ``--keep-every`` sweeps. The plain
-sampler runs in chunks with a progress bar; the chunks pass the chains and the one generator
-on, so the samples are those of a single :func:`boltzlab.sample` call with the same seed.
+``--out`` says what is written by its extension (:mod:`boltzlab.cli.sample_files`): ``.png``
+the picture, one row per chain and time left to right (a sample every ``--keep-every``
+sweeps); ``.npy``, ``.npz`` or ``.csv`` the 0/1 samples themselves; any other extension is
+refused before sampling starts. The plain sampler runs in chunks behind a progress bar (on a
+terminal, :mod:`boltzlab.cli.progress_display`); the chunks pass the chains and the one
+generator on, so the samples are those of a single :func:`boltzlab.sample` call with the same
+seed. The tempered samplers show their chain-sweeps the same way.
 
 Tempered samplers (``--sampler pt | st | ast | cast | tt``, any of
 :func:`boltzlab.sampling.samplers`) draw their β = 1 chains in the strip and also write
@@ -27,7 +31,6 @@ the sampler's diagnostics; the progress bar stays on stderr.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from pathlib import Path
@@ -36,7 +39,7 @@ from typing import Any
 import click
 import torch
 
-from boltzlab import distributed, operators, sampling
+from boltzlab import distributed, operators, progress, sampling
 from boltzlab.cli.common import (
     choose_threads,
     describe_model,
@@ -49,6 +52,8 @@ from boltzlab.cli.common import (
 )
 from boltzlab.cli.json_output import echo_json, estimate_diagnostics
 from boltzlab.cli.memory import check_memory
+from boltzlab.cli.progress_display import bar_size, method_progress, show_progress
+from boltzlab.cli.sample_files import check_out_path, write_samples
 from boltzlab.errors import ValidationError
 from boltzlab.operators import Operator
 from boltzlab.rng import make_generator
@@ -58,6 +63,7 @@ from boltzlab.tempering.level_summary import SimulatedTemperingSummary
 from boltzlab.tempering.parallel import ParallelTemperingSummary
 from boltzlab.tempering.ptt_state import TrajectoryTemperingSummary
 from boltzlab.tempering.transitions import TemperedTransitionsSummary
+from boltzlab.training.settings import operator_record
 
 __all__ = ["run"]
 
@@ -125,20 +131,8 @@ def _describe_adaptation(adaptation: Any) -> str:
 def _summary_diagnostics(summary: Any) -> dict[str, Any]:
     """A tempered run's summary for ``--json``: its scalars (acceptance rate, round trips,
     exchanges, ...) and its per-level or per-pair vectors (swap acceptance, occupancy, β, ...),
-    and those of a summary it holds (CAST's ``fast.``), one level down; 2-D histories are left out."""
-    out = estimate_diagnostics(summary)
-    if summary is None or not dataclasses.is_dataclass(summary):
-        return out
-    for field in dataclasses.fields(summary):
-        value = getattr(summary, field.name)
-        if isinstance(value, torch.Tensor) and value.dim() == 1:
-            out[field.name] = value.tolist()
-        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-            for inner in dataclasses.fields(value):
-                inner_value = getattr(value, inner.name)
-                if isinstance(inner_value, torch.Tensor) and inner_value.dim() == 1:
-                    out[f"{field.name}.{inner.name}"] = inner_value.tolist()
-    return out
+    and those of a summary it holds as a nested object (CAST's ``fast``); 2-D histories are left out."""
+    return estimate_diagnostics(summary, vectors=True)
 
 
 def _adaptation_record(adaptation: Any) -> dict[str, Any] | None:
@@ -185,8 +179,7 @@ def _sample_record(
         "n_chains": samples.shape[1],
         "n_samples": samples.shape[0],
         "sampler": sampler,
-        "operator": getattr(operator, "name", type(operator).__name__),
-        "operator_repr": repr(operator),
+        **operator_record(operator),
         "settings": {
             key: str(value) if isinstance(value, Path) else value for key, value in settings.items()
         },
@@ -206,8 +199,11 @@ def _sample_record(
     }
 
 
-def _run_plain(model: Any, options: dict[str, Any], operator: Operator) -> tuple[torch.Tensor, float]:
-    """Samples ``(n_kept, n_chains, n_visible)`` and the mean flip rate, in chunks behind a bar."""
+def _run_plain(
+    model: Any, options: dict[str, Any], operator: Operator, *, show: bool
+) -> tuple[torch.Tensor, float]:
+    """Samples ``(n_kept, n_chains, n_visible)`` and the mean flip rate, in chunks behind a bar
+    (``show``: on a terminal, :func:`boltzlab.cli.progress_display.show_progress`)."""
     from tqdm.auto import tqdm
 
     keep_every, n_sweeps = options["keep_every"], options["sweeps"]
@@ -217,9 +213,7 @@ def _run_plain(model: Any, options: dict[str, Any], operator: Operator) -> tuple
     chains: Any = "base"
     kept, flip_rates = [], []
     done = 0
-    with tqdm(
-        total=n_sweeps, desc="sampling", unit="sweep", disable=not distributed.topology().is_main
-    ) as bar:
+    with tqdm(total=n_sweeps, desc="sampling", unit="sweep", disable=not show, **bar_size()) as bar:
         while done < n_sweeps:
             length = min(chunk, n_sweeps - done)
             result = sampling.sample(
@@ -266,12 +260,14 @@ def _check_sample_size(model: Any, options: dict[str, Any]) -> None:
 
 def run(model_path: Path, as_json: bool, **options: Any) -> None:
     """``boltzlab sample`` with its options (declared in :mod:`boltzlab.cli.commands.sample`): run
-    chains on a saved model and draw them as a PNG strip (tempered samplers: also their ladder)."""
+    chains on a saved model; write a PNG strip or the samples themselves (tempered samplers: also
+    their ladder)."""
     # Long because it is the command's steps in the order of its output (options, chains, sampler,
     # figure, summary); each is a call.
     from boltzlab.plotting import chain_strip_figure, save_figure
     from boltzlab.plotting.tempering import tempered_sampler_figure
 
+    out_format = check_out_path(options["out"])  # before any sweep: a bad name costs nothing
     if options["keep_every"] > options["sweeps"]:
         raise ValidationError(
             f"--keep-every {options['keep_every']} exceeds --sweeps {options['sweeps']}: no sample would be kept"
@@ -295,21 +291,26 @@ def run(model_path: Path, as_json: bool, **options: Any) -> None:
     echo = (lambda _text: None) if as_json else click.echo
     echo(f"model: {printable(model_path)} ({describe_model(model)})")
     summary, result = None, None
+    show = show_progress(quiet=as_json)
     started = time.perf_counter()
     if sampler == "plain":
-        samples, flip_rate = _run_plain(model, options, operator)
+        samples, flip_rate = _run_plain(model, options, operator, show=show)
     else:
-        result = sampling.sample(
-            model,
-            sampler=sampler,
-            operator=operator,
-            n_chains=options["chains"],
-            n_sweeps=options["sweeps"],
-            generator=options["seed"],
-            keep_every=options["keep_every"],
-            burn_in=options["burn_in"],
-            **scheme_options,
-        )
+        with (
+            method_progress(f"{sampler} sampler", 1, 1, show=show) as hook,
+            progress.reporting(hook),
+        ):
+            result = sampling.sample(
+                model,
+                sampler=sampler,
+                operator=operator,
+                n_chains=options["chains"],
+                n_sweeps=options["sweeps"],
+                generator=options["seed"],
+                keep_every=options["keep_every"],
+                burn_in=options["burn_in"],
+                **scheme_options,
+            )
         samples, flip_rate, summary = result.samples, None, result.info.summary
         adaptation = getattr(result.info, "adaptation", None)
         if adaptation is not None:
@@ -319,14 +320,21 @@ def run(model_path: Path, as_json: bool, **options: Any) -> None:
         raise ValidationError(f"the {options['sampler']} sampler kept no samples; check --keep-every")
     if not distributed.topology().is_main:
         return  # under torchrun, rank 0 alone draws and writes
-    title = (
-        f"{options['sampler']} sampler, {options['operator']} sweeps: {samples.shape[1]} chains, "
-        f"a sample every {options['keep_every']} sweeps"
-    )
-    figure = chain_strip_figure(
-        samples.cpu(), image_shape=image_shape, n_chains=samples.shape[1], title=title
-    )
-    written = [save_figure(figure, options["out"])]
+    if out_format == ".png":
+        title = (
+            f"{options['sampler']} sampler, {options['operator']} sweeps: {samples.shape[1]} chains, "
+            f"a sample every {options['keep_every']} sweeps"
+        )
+        figure = chain_strip_figure(
+            samples.cpu(), image_shape=image_shape, n_chains=samples.shape[1], title=title
+        )
+        written = [save_figure(figure, options["out"])]
+    else:
+        written = [
+            write_samples(
+                samples, options["out"], keep_every=options["keep_every"], burn_in=options["burn_in"]
+            )
+        ]
     if summary is not None:
         out: Path = options["out"]
         temperatures = tempered_sampler_figure(

@@ -25,6 +25,7 @@ bound every N updates (``log Z`` exact when enumerable, else by AIS).
 from __future__ import annotations
 
 import itertools
+import math
 import secrets
 import time
 from pathlib import Path
@@ -48,6 +49,7 @@ from boltzlab.cli.common import (
 )
 from boltzlab.cli.config import recorded_options, write_config
 from boltzlab.cli.memory import check_memory
+from boltzlab.cli.progress_display import show_progress
 from boltzlab.cli.run_outputs import (
     finish_report,
     tensorboard_callbacks,
@@ -55,6 +57,8 @@ from boltzlab.cli.run_outputs import (
     write_plots,
 )
 from boltzlab.errors import ValidationError
+from boltzlab.estimators.exact import exact_log_z
+from boltzlab.estimators.likelihood import log_likelihood
 from boltzlab.io.run_lock import read_run_id, run_folder, write_run_id
 from boltzlab.models.dbm import DBM
 from boltzlab.models.rbm import RBM
@@ -80,6 +84,17 @@ _ALGORITHM_OPTIONS = {
     "fast_decay": ("fast_decay", ("fpcd",)),
 }
 
+# Algorithms that keep no persistent chains, so --chains means nothing to them.
+_CHAINLESS = ("cd",)
+# What the end of training reports, in this order: name in the history → words.
+_END_METRICS = (
+    ("reconstruction_error", "reconstruction error"),
+    ("log_z", "exact log Z"),
+    ("train_log_likelihood", "train log-likelihood"),
+    ("validation_log_likelihood", "validation log-likelihood"),
+    ("train_bound", "train lower bound"),
+    ("validation_bound", "validation lower bound"),
+)
 # The bound tracker's AIS budget on models too large to enumerate (a training-time monitor).
 _TRACK_AIS = {"n_chains": 100, "n_temperatures": 1000}
 
@@ -140,6 +155,13 @@ def _check_run_size(options: dict[str, Any], dataset: datasets.Dataset) -> None:
         command="boltzlab train",
         fix="use fewer --hidden (--layers), --chains, --levels or a smaller --batch-size",
     )
+    n_train = dataset.train.shape[0]
+    if options["batch_size"] > n_train:
+        # Here, in flag names, rather than from the trainer as batch_size=... after "training ...".
+        raise ValidationError(
+            f"--batch-size {options['batch_size']} exceeds the {n_train} training examples of "
+            f"{printable(dataset.name)}; use --batch-size {n_train} or less"
+        )
 
 
 def _check_model_options(options: dict[str, Any]) -> None:
@@ -195,12 +217,19 @@ def _bound_callbacks(model: Any, every: int | None) -> list[Any]:
 
 def algorithm_params(algorithm: str, options: dict[str, Any]) -> dict[str, Any]:
     """``algorithm_params`` for ``train`` from the flags; refuses unknown algorithms and flags
-    that the algorithm does not use, naming both."""
+    that the algorithm does not use (``--chains`` with CD too), naming both."""
     known = available_phases()
     algorithm = _algorithm_name(algorithm)
     if algorithm not in known:
         raise ValidationError(
             f"--algorithm must be one of {', '.join(known)} (or sap = pcd), got {algorithm!r}"
+        )
+    if options.get("chains") is not None and algorithm in _CHAINLESS:
+        # Refused like --levels with pcd: accepted, it was written to config.toml and ignored.
+        users = [name for name in known if name not in _CHAINLESS]
+        raise ValidationError(
+            f"--chains applies to --algorithm {' or '.join(users)}, not {algorithm!r} "
+            "(CD starts a chain at every minibatch example)"
         )
     params = {}
     for flag, (key, users) in _ALGORITHM_OPTIONS.items():
@@ -234,11 +263,13 @@ def run_length(ctx: click.Context, epochs: int | None, updates: int | None) -> t
 
 
 def _held_out(dataset: datasets.Dataset) -> tuple[Any, str]:
-    """The validation split, else the test split, with its name for legends."""
+    """The split training is tracked on, and its legend: the validation split, else the test
+    split, called "validation" either way (one name in the console, metrics.csv, the plots and
+    the report), with ", the test split" where the test split stands in."""
     if dataset.valid is not None:
         return dataset.valid, "validation"
     if dataset.test is not None:
-        return dataset.test, "test"
+        return dataset.test, "validation, the test split"
     return None, "validation"
 
 
@@ -253,20 +284,56 @@ def data_metadata(dataset: datasets.Dataset) -> dict[str, Any]:
     }
 
 
-def _last_metrics(result: boltzlab.TrainResult) -> str:
-    """The newest value of each metric in the history, e.g. ``train log-lik -18.2``."""
-    shown = []
-    for name, label in (
-        ("reconstruction_error", "reconstruction error"),
-        ("train_log_likelihood", "train log-likelihood"),
-        ("validation_log_likelihood", "held-out log-likelihood"),
-        ("train_bound", "train lower bound"),
-        ("validation_bound", "held-out lower bound"),
-    ):
-        value = next((r.get(name) for r in reversed(result.history) if r.get(name) is not None), None)
-        if value is not None:
-            shown.append(f"{label} {value:.4f}")
-    return ", ".join(shown)
+def final_exact_metrics(model: Any, train: Any, validation: Any) -> dict[str, float]:
+    """Exact ``log Z`` of the trained model and the mean log-likelihoods it implies, by name.
+
+    Exact tracking runs every ``--track-exact-every`` updates, so its last value may belong to
+    an earlier model than the final one; this measures the final one, as the tracker would.
+    """
+    log_z = exact_log_z(model)
+    metrics = {"log_z": log_z, "train_log_likelihood": log_likelihood(model, train, log_z)}
+    if validation is not None:
+        metrics["validation_log_likelihood"] = log_likelihood(model, validation, log_z)
+    return metrics
+
+
+def result_lines(
+    result: boltzlab.TrainResult,
+    *,
+    final: dict[str, float] | None,
+    call_seconds: float,
+    resumed: bool,
+) -> list[str]:
+    """The end of training: what the two times measured, then every metric with its update.
+
+    The first line gives the training loop's clock (the ``time`` of metrics.csv, summed over
+    resumed segments) and the wall-clock time of the whole training call (setup and files
+    included). Each further line is an update: the final model's metrics (``final`` adds the
+    exact ones measured after training), then those last tracked earlier, saying so.
+    """
+    end = result.n_updates
+    loop_seconds = result.history[-1].time if result.history else math.nan
+    summed = ", summed over resumed segments" if resumed else ""
+    lines = [
+        f"trained to update {end} in {format_seconds(loop_seconds)} of training loop (metrics.csv's time{summed}); "
+        f"the whole training call took {format_seconds(call_seconds)} (the loop plus its setup: imports, "
+        "base fit, chains, files)"
+    ]
+    by_update: dict[int, list[str]] = {}
+    for name, label in _END_METRICS:
+        if final is not None and name in final:
+            found: tuple[int, float] | None = (end, final[name])
+        else:
+            found = next(
+                ((r.update, value) for r in reversed(result.history) if (value := r.get(name)) is not None),
+                None,
+            )
+        if found is not None:
+            by_update.setdefault(found[0], []).append(f"{label} {found[1]:.4f}")
+    for update in sorted(by_update, reverse=True):
+        when = f"final model (update {update:,})" if update == end else f"last tracked at update {update:,}"
+        lines.append(f"{when}: {', '.join(by_update[update])}")
+    return lines
 
 
 def run(**options: Any) -> None:
@@ -325,10 +392,11 @@ def run(**options: Any) -> None:
     if latest is None and main:
         write_run_id(out, run_id)
     written = [] if latest is not None or not main else [record_config()]
+    validation = "" if held_out is None else f" ({held_out_label}: {held_out.shape[0]} examples)"
     click.echo(
         f"training {shape} on {printable(dataset.name)} "
         f"({dataset.train.shape[0]} examples) with {options['algorithm']}-{options['k']} "
-        f"and the {options['operator']} operator; writing to {out}/"
+        f"and the {options['operator']} operator{validation}; writing to {out}/"
     )
     logger = tensorboard_callbacks(
         options["tensorboard"] if main else None, out, image_shape=dataset.image_shape, seed=options["seed"]
@@ -359,7 +427,7 @@ def run(**options: Any) -> None:
         checkpoint_dir=checkpoints,
         checkpoint_every=options["checkpoint_every"],
         resume=options["resume"],
-        progress=True,
+        progress=show_progress(),
         snapshots=options["snapshots"],
         witness_rows=options["witness_rows"],
         snapshot_dir=out,
@@ -393,7 +461,12 @@ def run(**options: Any) -> None:
         held_out_label=held_out_label,
         title=f"{shape} on {dataset.name}, {options['algorithm']}-{options['k']}, {options['operator']}",
     )
-    click.echo(f"trained to update {result.n_updates} in {format_seconds(elapsed)}: {_last_metrics(result)}")
+    final = None
+    tracked = [record.update for record in result.history if record.log_z is not None]
+    if options["track_exact_every"] is not None and tracked and tracked[-1] != result.n_updates:
+        final = final_exact_metrics(model, dataset.train, held_out)
+    for line in result_lines(result, final=final, call_seconds=elapsed, resumed=latest is not None):
+        click.echo(line)
     if logger:
         written.append(tensorboard_dir(options["tensorboard"], out))
     written += finish_report(out, seed=options["seed"])

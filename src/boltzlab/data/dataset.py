@@ -108,8 +108,14 @@ def from_arrays(
     pixel_max: float | None = None,
     generator: Any = None,
     image_shape: tuple[int, int] | None = None,
+    names: dict[str, str] | None = None,
 ) -> Dataset:
-    """A Dataset from ``x_train`` / ``x_valid`` / ``x_test`` and ``y_*`` arrays."""
+    """A Dataset from ``x_train`` / ``x_valid`` / ``x_test`` and ``y_*`` arrays.
+
+    ``names``: what error messages call an array (default its key): a file of one array says
+    "the data", since its reader stored it under ``x_train``, a key the user never wrote.
+    """
+    names = names or {}
     require_keys(arrays, ("x_train",), source)
     random_generator = resolve_generator(generator) if binarize_method == "stochastic" else None
     example_shape = arrays["x_train"].shape[1:]
@@ -127,7 +133,7 @@ def from_arrays(
         splits[split] = readers.as_binary_matrix(
             arrays[key],
             source=sources[key],
-            key=key,
+            key=names.get(key, key),
             binarize_method=binarize_method,
             pixel_max=pixel_max,
             generator=random_generator,
@@ -135,7 +141,10 @@ def from_arrays(
         label_key = f"y_{split}"
         splits[f"{split}_labels"] = (
             readers.as_labels(
-                arrays[label_key], source=sources[label_key], key=label_key, n_examples=len(arrays[key])
+                arrays[label_key],
+                source=sources[label_key],
+                key=names.get(label_key, label_key),
+                n_examples=len(arrays[key]),
             )
             if label_key in arrays
             else None

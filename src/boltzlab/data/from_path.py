@@ -14,9 +14,25 @@ from boltzlab.data.npy_files import read_npy
 from boltzlab.data.text_files import looks_like_svmlight, read_text, require_binary_text
 from boltzlab.errors import DataError, ValidationError
 
-__all__ = ["guess_format"]
+__all__ = ["FILE_NAMES", "format_from_name", "guess_format"]
 
 _FORMATS = ("npz", "npy", "idx", "svmlight", "text", "hdf5")
+#: The file names whose format :func:`guess_format` recognises, as error messages list them.
+FILE_NAMES = (
+    ".npz, .npy, .csv, .tsv, .txt, .h5, .hdf5, an IDX name (*-ubyte, *.idx*) or a svmlight name "
+    "(.svm, .libsvm, .svmlight), optionally .gz"
+)
+# What a file holding one array of examples (and maybe labels) calls them in error messages:
+# the user named the file, not the x_train key it is stored under internally.
+_SINGLE_FILE_NAMES = {"x_train": "the data", "y_train": "the label array"}
+
+
+def format_from_name(path: Path) -> str | None:
+    """The format of ``path`` from its name (:func:`guess_format`), or ``None`` when the name does not tell."""
+    try:
+        return guess_format(path)
+    except DataError:
+        return None
 
 
 def guess_format(path: Path) -> str:
@@ -37,8 +53,7 @@ def guess_format(path: Path) -> str:
     if name.endswith(".txt"):
         return "svmlight" if looks_like_svmlight(path) else "text"
     raise DataError(
-        f"{path}: cannot tell the format from the file name; expected .npz, .npy, .csv, .tsv, .txt, .h5, .hdf5, "
-        f"an IDX name (*-ubyte, *.idx*) or a svmlight name (.svm, .libsvm, .svmlight), optionally .gz; "
+        f"{path}: cannot tell the format from the file name; expected {FILE_NAMES}; "
         f"pass format= one of {', '.join(_FORMATS)}"
     )
 
@@ -55,7 +70,9 @@ def load_path(
     data_key: str | None = None,
 ) -> Dataset:
     if path.is_dir():
-        raise DataError(f"{path}: is a folder; pass a file, or a dataset name with root={str(path)!r}")
+        raise DataError(
+            f"{path}: is a folder; pass a file, or a dataset name with root= (--data-root) {str(path)!r}"
+        )
     file_format = format if format is not None else guess_format(path)
     if file_format not in _FORMATS:
         raise ValidationError(f"format must be one of {', '.join(_FORMATS)}, got {format!r}")
@@ -76,7 +93,12 @@ def load_path(
         )
     if file_format == "npy":
         return from_arrays(
-            name, {"x_train": read_npy(path)}, sources={"x_train": str(path)}, source=str(path), **conversion
+            name,
+            {"x_train": read_npy(path)},
+            sources={"x_train": str(path)},
+            source=str(path),
+            names=_SINGLE_FILE_NAMES,
+            **conversion,
         )
     if file_format == "text":
         contents = read_text(path)
@@ -86,7 +108,12 @@ def load_path(
         if contents.labels is not None:
             arrays["y_train"] = contents.labels
         return from_arrays(
-            name, arrays, sources=dict.fromkeys(arrays, str(path)), source=str(path), **conversion
+            name,
+            arrays,
+            sources=dict.fromkeys(arrays, str(path)),
+            source=str(path),
+            names=_SINGLE_FILE_NAMES,
+            **conversion,
         )
     if file_format == "idx":
         images = readers.read_idx(path)
@@ -96,11 +123,25 @@ def load_path(
         labels_path = path.with_name(path.name.replace("images", "labels").replace("idx3", "idx1"))
         if labels_path != path and labels_path.is_file():
             arrays["y_train"], sources["y_train"] = readers.read_idx(labels_path), str(labels_path)
-        return from_arrays(name, arrays, sources=sources, source="; ".join(sources.values()), **conversion)
+        return from_arrays(
+            name,
+            arrays,
+            sources=sources,
+            source="; ".join(sources.values()),
+            names=_SINGLE_FILE_NAMES,
+            **conversion,
+        )
     contents = readers.read_svmlight(path, n_features=n_features)
     arrays = {"x_train": contents.inputs}
     targets = contents.targets
     if np.all(targets == np.round(targets)):
         # Classes in sorted order become 0, 1, ... (LIBSVM's 1, 2, 3 and -1, +1 alike).
         arrays["y_train"] = np.unique(targets, return_inverse=True)[1].reshape(-1)
-    return from_arrays(name, arrays, sources=dict.fromkeys(arrays, str(path)), source=str(path), **conversion)
+    return from_arrays(
+        name,
+        arrays,
+        sources=dict.fromkeys(arrays, str(path)),
+        source=str(path),
+        names=_SINGLE_FILE_NAMES,
+        **conversion,
+    )

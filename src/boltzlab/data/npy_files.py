@@ -30,14 +30,14 @@ def read_npy(path: str | os.PathLike[str]) -> np.ndarray:
 
     Returns
     -------
-    numpy.ndarray, shape (n_examples, ...)
-        As stored; at least 2-D.
+    numpy.ndarray, shape (n_examples, n_features) or (n_examples, height, width)
+        As stored.
 
     Raises
     ------
     DataError
         Missing, empty, truncated or not a ``.npy`` file; a ``.npz`` archive; an object array
-        (needs pickle); fewer than 2 dimensions.
+        (needs pickle); fewer than 2 or more than 3 dimensions.
     """
     path = Path(path)
     require_nonempty_file(path, "a .npy file written by numpy.save")
@@ -100,7 +100,18 @@ def _check_declared_size(path: Path) -> None:
 
 
 def require_examples_axis(array: np.ndarray, *, source: str, what: str) -> None:
-    """Refuse arrays of fewer than 2 dimensions: axis 0 is examples, the rest features."""
+    """Refuse arrays of fewer than 2 or more than 3 dimensions: axis 0 is examples, the rest
+    features or an image's rows and columns.
+
+    A 4-D array (colour channels, stereo pairs, a batch of batches) was flattened without a word,
+    which trained on something other than what its author meant; reshaping it is their choice.
+    """
+    if array.ndim > 3:
+        raise DataError(
+            f"{source}: {what} has shape {array.shape} ({array.ndim}-D); expected (n_examples, n_features) "
+            "or (n_examples, height, width): reshape it yourself, e.g. x.reshape(len(x), -1) to flatten "
+            "every example, or keep one channel"
+        )
     if array.ndim >= 2:
         return
     raise DataError(

@@ -383,8 +383,8 @@ def _require_binary(matrix: np.ndarray, *, source: str, key: str) -> None:
     raise DataError(
         f"{source}: {key} must be binary (0/1) but holds other values, e.g. {matrix[row, column]:g} at "
         f"row {row}, column {column} (range {float(matrix.min()):g} to {float(matrix.max()):g}); "
-        "for grey levels pass binarize='threshold' or 'stochastic' and pixel_max= (command line: "
-        "--binarize threshold|stochastic --pixel-max MAX), or binarise the data first with boltzlab.data.binarize"
+        "for grey levels pass binarize= (--binarize) 'threshold' or 'stochastic', with pixel_max= (--pixel-max) "
+        "the value meaning fully on, or binarise the data first with boltzlab.data.binarize"
     )
 
 

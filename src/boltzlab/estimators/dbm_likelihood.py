@@ -50,7 +50,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from boltzlab import distributed, operators
+from boltzlab import distributed, operators, progress
 from boltzlab.errors import DivergenceError, ValidationError
 from boltzlab.estimators.annealing.schedules import get_schedule
 from boltzlab.estimators.exact import exact_log_z
@@ -237,6 +237,7 @@ class _ClampedAnnealer:
             for index in self.even:
                 logits = self.tempered_logits(self.layer_input(index, layers), index, beta_to)
                 layers[index] = operator.sample_layer_(logits, layers[index], generator=generator)
+            progress.advance(self.visible.shape[0])  # one sweep of every row's chain
         return log_weights
 
 

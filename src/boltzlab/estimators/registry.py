@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from boltzlab import progress as progress_events
 from boltzlab.estimators.record import get_record, methods, register_estimator
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.routes import with_trajectory_route
@@ -34,6 +35,7 @@ def estimate_log_z(
     method: str = "ais",
     *,
     generator: torch.Generator | int | None = None,
+    progress: progress_events.ProgressHook | None = None,
     **options: Any,
 ) -> LogZEstimate:
     """Estimate ``log Z`` of ``model`` with ``method``; every method returns a :class:`LogZEstimate`.
@@ -45,6 +47,10 @@ def estimate_log_z(
         One of :func:`methods` (``"exact"``, ``"ais"``, ...).
     generator : torch.Generator or int, optional
         Randomness (a seed is accepted); ignored by ``"exact"``.
+    progress : callable, optional
+        Called with every :mod:`boltzlab.progress` event of this call, in order: chain-sweeps
+        done, the stage that starts (``"witness"``, the method, ``"checks"``) and each round a
+        growing budget adds. Only for this call; it changes no result.
     **options
         Method options, e.g. for AIS ``n_chains``, ``n_temperatures``, ``schedule``,
         ``operator``. Two more are the verdict's (docs/trust.md): ``check_data`` (rows where
@@ -76,9 +82,18 @@ def estimate_log_z(
     >>> abs(ais.log_z - exact.log_z) < 5 * ais.stderr + 1e-3
     True
     """
+    with progress_events.reporting(progress):
+        return _estimate(model, method, generator, options)
+
+
+def _estimate(
+    model: TemperedModel, method: str, generator: torch.Generator | int | None, options: dict[str, Any]
+) -> LogZEstimate:
+    """:func:`estimate_log_z` once its progress hook is in place."""
     check_finite_model(model, "estimate_log_z")
     record = get_record(method)
     if record.family == "exact":
+        progress_events.emit(progress_events.Stage(record.name))
         return record.run(model, **options)
     method = record.name  # the name the record is filed under: "RTS", "ti_rb" too
     if record.trajectory_route is not None and "trajectory" in options:
@@ -119,6 +134,7 @@ def estimate_log_z(
         # certified bound too (docs/trust.md, "AIS's chain budget", "Tempered estimators"), so
         # the verdict's witness runs first and is handed to both. It draws from a fork, so the
         # estimator's own draws are those of a run without it.
+        progress_events.emit(progress_events.Stage("witness"))
         bound = certified_lower_bound(
             model,
             data=check_data,
@@ -128,7 +144,9 @@ def estimate_log_z(
             data_label=data_label,
         )
         options["lower_bound"] = bound
+    progress_events.emit(progress_events.Stage(method))
     estimate = record.run(model, generator=generator, **options)
+    progress_events.emit(progress_events.Stage("checks"))
     return judge(
         model,
         estimate,

@@ -35,6 +35,7 @@ from boltzlab.io.safetensors_file import (
     short,
     torch_dtype,
 )
+from boltzlab.validation import check_device
 
 __all__ = [
     "MODEL_FORMAT",
@@ -245,8 +246,8 @@ def load_model(
     """
     if dtype is not None and dtype not in FLOAT_DTYPES.values():
         raise ValidationError(f"dtype must be one of torch.{', torch.'.join(FLOAT_DTYPES)}, got {dtype}")
+    device = check_device(device)  # one line saying what the machine has, not torch's message
     try:
-        device = torch.device(device)
         torch.empty(0, device=device)  # fail here, not halfway through building the model
     except (RuntimeError, TypeError, AssertionError) as error:
         raise ValidationError(

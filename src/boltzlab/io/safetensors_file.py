@@ -29,12 +29,15 @@ __all__ = [
     "FLOAT_DTYPES",
     "MODEL_FORMAT",
     "MODEL_FORMAT_VERSION",
+    "TRAJECTORY_FORMAT",
     "refuse",
     "serialize",
     "short",
 ]
 
-# The two boltzlab formats; check_format names the other one when a file is the wrong kind.
+# The boltzlab formats; check_format names the other one when a file is the wrong kind.
+# (A training trajectory is written by boltzlab.models.trajectory, which imports this name.)
+TRAJECTORY_FORMAT = "boltzlab-trajectory"
 CHECKPOINT_FORMAT = "boltzlab-checkpoint"
 CHECKPOINT_VERSION = 1
 MODEL_FORMAT = "boltzlab-model"
@@ -286,6 +289,13 @@ def check_format(path: Path, header: dict[str, str], *, what: str, expected: str
         if found == CHECKPOINT_FORMAT:
             fix = "resume from it with the trainer (boltzlab.io.load_checkpoint), or use the run's model.safetensors"
             raise ModelFileError(f"{path} is a boltzlab checkpoint, not a {what}; {fix}")
+        if found == TRAJECTORY_FORMAT:
+            # Not "re-save the model": nothing is wrong with it, it is another kind of file.
+            fix = (
+                "load it with boltzlab.models.trajectory.Trajectory.load(path), "
+                "or use the run's model.safetensors"
+            )
+            raise ModelFileError(f"{path} is a boltzlab training trajectory, not a {what}; {fix}")
         if found is None:
             problem = "a safetensors file without boltzlab's 'format' metadata"
             fix = _FOREIGN_REMEDY.get(what)

@@ -53,12 +53,13 @@ from torch import Tensor
 from boltzlab.chains import Chains
 from boltzlab.errors import ModelFileError, ValidationError
 from boltzlab.io import serialize, write_atomic
+from boltzlab.io.safetensors_file import TRAJECTORY_FORMAT
 from boltzlab.models.bipartite import CouplingSizes
 from boltzlab.models.parameters import FLOAT_DTYPES, check_dtype
 from boltzlab.models.rbm import RBM
 from boltzlab.numerics import softplus
 from boltzlab.rng import resolve_generator, sample_bernoulli
-from boltzlab.validation import check_positive_int
+from boltzlab.validation import check_device, check_positive_int
 
 __all__ = [
     "ANCHOR_UPDATE",
@@ -71,7 +72,7 @@ __all__ = [
 ]
 
 TRAJECTORY_FILE = "trajectory.safetensors"
-_TRAJECTORY_FORMAT = "boltzlab-trajectory"
+_TRAJECTORY_FORMAT = TRAJECTORY_FORMAT
 _TRAJECTORY_FORMAT_VERSION = 1
 
 #: Update index of an anchor that :meth:`Trajectory.from_snapshots` prepended (not a training state).
@@ -456,7 +457,7 @@ class Trajectory(CouplingSizes):
 
     def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> Trajectory:
         """A copy on ``device`` in floating ``dtype`` (updates stay int64 on the CPU)."""
-        device = self.device if device is None else torch.device(device)
+        device = self.device if device is None else check_device(device)
         dtype = self.dtype if dtype is None else dtype
         return Trajectory(
             weights=self.weights.to(device=device, dtype=dtype, copy=True),

@@ -44,7 +44,7 @@ from boltzlab.sklearn.log_z import MAX_ANCHOR_ROWS, estimate_for, parameter_fing
 from boltzlab.sklearn.pcd import LoopOptions, run_one_update, run_passes
 from boltzlab.sklearn.training import Carried, Settings, run_updates, settings_of, uses_sklearn_loop
 from boltzlab.training import TrainRecord
-from boltzlab.validation import check_nonnegative_int, check_positive_int
+from boltzlab.validation import check_device, check_nonnegative_int, check_positive_int
 
 __all__ = ["BernoulliRBM"]
 
@@ -251,7 +251,7 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         dtype = _DTYPES.get(str(self.dtype).removeprefix("torch."))
         if dtype is None:
             raise ValidationError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
-        device = torch.device("cpu" if self.device is None else self.device)
+        device = check_device("cpu" if self.device is None else self.device)
         random_state = check_random_state(self.random_state)
         # scikit-learn's first draw, in its shape (n_components, n_features): the same int
         # random_state starts both estimators at the same weights. The digits example's test

@@ -27,6 +27,7 @@ from boltzlab.sklearn.inputs import BernoulliStarts, check_real, is_binary
 from boltzlab.training import TrainConfig, TrainRecord, get_phase, make_schedule, objective_for
 from boltzlab.training.callbacks import Callback, ProgressBar
 from boltzlab.training.loop import TrainingLoop
+from boltzlab.training.settings import operator_record
 from boltzlab.training.trainer import DEFAULT_CAST_CHAINS, DEFAULT_CHAINS
 from boltzlab.validation import check_positive_int
 
@@ -177,6 +178,7 @@ def run_updates(
         track_exact_every=None,
         checkpoint_every=None,
         fit_base_rate=False,  # the estimator fits the base from drawn rows: it needs 0/1 data
+        readable={**operator_record(settings.operator), "lr_schedule": "constant", "lr_schedule_params": {}},
     )
     callbacks: list[Callback] = [ProgressBar(description="BernoulliRBM")] if settings.verbose else []
     loop = TrainingLoop(

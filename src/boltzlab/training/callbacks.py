@@ -14,6 +14,8 @@ the exact log-likelihood of the training data is reported during learning.
 from __future__ import annotations
 
 import math
+import shutil
+import sys
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -156,7 +158,7 @@ class ProgressBar(Callback):
     _SHORT = (
         ("reconstruction_error", "recon"),
         ("train_log_likelihood", "train_ll"),
-        ("validation_log_likelihood", "valid_ll"),
+        ("validation_log_likelihood", "validation_ll"),
         ("learning_rate", "lr"),
     )
 
@@ -167,7 +169,17 @@ class ProgressBar(Callback):
     def on_train_begin(self, run: RunView) -> None:
         from tqdm.auto import tqdm
 
-        self._bar = tqdm(total=run.n_updates, initial=run.update, desc=self.description, unit="update")
+        # A terminal that reports a size of zero (`script`, some containers) made tqdm draw
+        # nothing (it took it for one of -1 rows): there, $COLUMNS × $LINES or 80 × 24.
+        size = shutil.get_terminal_size() if sys.stderr.isatty() else None
+        self._bar = tqdm(
+            total=run.n_updates,
+            initial=run.update,
+            desc=self.description,
+            unit="update",
+            ncols=None if size is None else size.columns,
+            nrows=None if size is None else size.lines,
+        )
 
     def on_record(self, run: RunView, record: TrainRecord) -> None:
         if self._bar is None:

@@ -394,7 +394,7 @@ class TrainingLoop:
                 callback.close()
         metadata = getattr(self._model, "metadata", None)
         if isinstance(metadata, dict):
-            metadata["training"] = self._config.to_dict()
+            metadata["training"] = self._config.to_record()
         return TrainResult(
             model=self._model,
             n_updates=self._update,

@@ -87,6 +87,19 @@ class InverseSchedule:
 _NAMES = ("constant", "linear", "inverse")
 
 
+def schedule_record(schedule: Schedule) -> dict[str, Any]:
+    """A learning-rate schedule by name and parameters, for files people read:
+    ``{"lr_schedule": "linear", "lr_schedule_params": {"n_updates": 4200}}`` rather than its
+    ``repr``; a function of the caller's by its qualified name, without parameters."""
+    names = {ConstantSchedule: "constant", LinearSchedule: "linear", InverseSchedule: "inverse"}
+    name = names.get(type(schedule))
+    if name is None:
+        label = getattr(schedule, "__qualname__", None) or type(schedule).__name__
+        return {"lr_schedule": str(label), "lr_schedule_params": {}}
+    params = {key: value for key, value in vars(schedule).items() if not key.startswith("_")}
+    return {"lr_schedule": name, "lr_schedule_params": params}
+
+
 def make_schedule(schedule: str | Schedule, *, n_updates: int) -> Schedule:
     """The learning-rate factor named by ``schedule``, or ``schedule`` itself if callable.
 

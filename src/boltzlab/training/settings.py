@@ -8,7 +8,7 @@ import torch
 
 from boltzlab.tempering.ladders import Ladder
 
-__all__ = ["setting_record"]
+__all__ = ["operator_record", "setting_record"]
 
 
 def setting_record(value: Any) -> Any:
@@ -40,3 +40,20 @@ def setting_record(value: Any) -> Any:
     except (TypeError, ValueError, RuntimeError):
         return repr(value)
     return [float(item) for item in values.detach().flatten().tolist()]
+
+
+def operator_record(operator: Any) -> dict[str, Any]:
+    """An operator by name and parameters, for files people read: ``{"operator": "mixture",
+    "operator_params": {"alpha": 0.5}}`` rather than its ``repr`` ``"MixtureOperator(alpha=0.5)"``.
+
+    The name is the one :func:`boltzlab.operators.get` takes (``operator.name``; the class name
+    for an operator without one); the parameters are its public attributes that are plain
+    values (:func:`setting_record`), which for the built-in operators are their constructor's.
+    """
+    name = getattr(operator, "name", None)
+    params = {
+        key: setting_record(value)
+        for key, value in sorted(vars(operator).items())
+        if not key.startswith("_") and (value is None or isinstance(value, (bool, int, float, str)))
+    }
+    return {"operator": name if isinstance(name, str) else type(operator).__name__, "operator_params": params}

@@ -145,7 +145,7 @@ class SnapshotRecorder(Callback):
             )
         self._planned = frozenset(geometric_updates(run.n_updates, self.max_snapshots))
         self._checkpoint_every = run.config.checkpoint_every
-        self._metadata = {"source": "boltzlab training", "training": run.config.to_dict()}
+        self._metadata = {"source": "boltzlab training", "training": run.config.to_record()}
         if getattr(model, "base_fitted", False):
             self._base_logits = model.base_logits.detach().to("cpu", copy=True)
         if run.update == 0:

@@ -66,9 +66,20 @@ class TrainConfig:
     fit_base_rate: bool
     #: Rows of the data the model keeps as its verdict's witness (0: none; docs/trust.md).
     witness_rows: int = DEFAULT_WITNESS_ROWS
+    #: The operator and the learning-rate schedule by name and parameters (``operator``,
+    #: ``operator_params``, ``lr_schedule``, ``lr_schedule_params``) for :meth:`to_record`;
+    #: ``operator`` and ``lr_schedule`` above keep the repr that a resumed run is compared on.
+    readable: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def to_record(self) -> dict[str, Any]:
+        """What a model file and a trajectory record of the run (``info`` shows it): the
+        settings with the operator and schedule by name, not as Python reprs."""
+        record = {name: value for name, value in self.to_dict().items() if name != "readable"}
+        record.update(self.readable)
+        return record
 
     # Settings that fix the shape of the saved state: a checkpoint resumes only with the same.
     STRUCTURAL = ("algorithm", "algorithm_params", "operator", "k", "n_chains", "batch_size")

@@ -40,7 +40,14 @@ from boltzlab.training.data_parallel import DataParallel, plan_data_parallel
 from boltzlab.training.loop import TrainingLoop
 from boltzlab.training.negative import NegativePhase, get_phase
 from boltzlab.training.objective import Objective, objective_for
-from boltzlab.training.optim import Schedule, check_optimizer, check_optimizer_state, make_schedule
+from boltzlab.training.optim import (
+    Schedule,
+    check_optimizer,
+    check_optimizer_state,
+    make_schedule,
+    schedule_record,
+)
+from boltzlab.training.settings import operator_record
 from boltzlab.training.snapshots import DEFAULT_MAX_SNAPSHOTS, SnapshotRecorder
 from boltzlab.training.state import TrainConfig, TrainResult, find_latest_checkpoint
 from boltzlab.validation import as_model_data, check_positive_int
@@ -401,6 +408,7 @@ def _settings(
         checkpoint_every=checkpoint_every,
         fit_base_rate=bool(fit_base_rate),
         witness_rows=witness_rows,
+        readable={**operator_record(the_operator), **schedule_record(schedule)},
     )
     return _Settings(
         data=data,

@@ -23,7 +23,7 @@ from typing import Any
 import click
 
 from boltzlab import data as datasets
-from boltzlab.cli.common import command_options, format_seconds, format_table, report_written
+from boltzlab.cli.common import Device, command_options, format_seconds, format_table, report_written
 from boltzlab.errors import BoltzlabError, ValidationError
 from boltzlab_experiments import REPRODUCE_HELP
 from boltzlab_experiments.cast_comparison.config import ALGORITHMS, CASTComparisonConfig
@@ -107,7 +107,9 @@ Example:
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="The seed shared by every algorithm.")
 @data_root_option("MNIST / Fashion-MNIST")
-@click.option("--device", default="cpu", show_default=True, help="Torch device (cuda for --full).")
+@click.option(
+    "--device", type=Device(), default="cpu", show_default=True, help="Torch device (cuda for --full)."
+)
 @command_options
 def cast(
     out: Path,

@@ -21,7 +21,7 @@ import click
 import numpy as np
 
 from boltzlab import data as datasets
-from boltzlab.cli.common import command_options, format_seconds, format_table, report_written
+from boltzlab.cli.common import Device, command_options, format_seconds, format_table, report_written
 from boltzlab.data import readers
 from boltzlab.errors import BoltzlabError, ValidationError
 from boltzlab_experiments import REPRODUCE_HELP
@@ -97,7 +97,7 @@ Example:
 @click.option("--algorithm", type=click.Choice(("cd", "pcd")), help="Training of the Gaussian-binary RBM.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @data_root_option("MNIST / Fashion-MNIST")
-@click.option("--device", default="cpu", show_default=True, help="Torch device.")
+@click.option("--device", type=Device(), default="cpu", show_default=True, help="Torch device.")
 @command_options
 def front_end(
     out: Path,

@@ -33,7 +33,10 @@ Example:
 )
 @command_options
 def info(**options: Any) -> None:
-    """Describe a model file: kind, shapes, dtype, base, parameters, training metadata, exact log Z."""
+    """Describe a model file: kind, shapes, dtype, base, parameters, training metadata, exact log Z.
+
+    A training trajectory (a run's trajectory.safetensors) is described too: its snapshots.
+    """
     # Imported here, not at the top: the implementation imports torch and the library, and
     # `boltzlab info --help` must not wait for them.
     from boltzlab.cli import info as implementation

@@ -25,6 +25,7 @@ __all__ = ["sample"]
 Example:
   boltzlab sample runs/digits/model.safetensors --chains 8 --sweeps 1000 --keep-every 100 --out samples.png
   boltzlab sample runs/digits/model.safetensors --operator flip --out samples-flip.png
+  boltzlab sample runs/digits/model.safetensors --chains 100 --sweeps 5000 --out samples.npy
   boltzlab sample runs/digits/model.safetensors --sampler pt --levels 8 --out samples-pt.png
   boltzlab sample runs/digits/model.safetensors --sampler ptt --out samples-ptt.png""",
 )
@@ -74,7 +75,8 @@ Example:
     type=click.Path(dir_okay=False, path_type=Path),
     default=Path("samples.png"),
     show_default=True,
-    help="PNG file to write.",
+    help="File to write, by its extension: .png the picture; .npy (n_kept, n_chains, n_visible) uint8, "
+    ".npz (samples, sweeps, chains) or .csv (chain,sweep,v0,... per line) the 0/1 samples.",
 )
 @click.option(
     "--json",
@@ -84,7 +86,8 @@ Example:
 )
 @command_options
 def sample(**options: Any) -> None:
-    """Draw consecutive samples of a few chains from a saved model as a PNG (rows = chains).
+    """Draw consecutive samples of a few chains from a saved model: a PNG (rows = chains), or the
+    samples themselves with --out FILE.npy, .npz or .csv.
 
     Tempered samplers also write OUT-STEM-temperatures.png: where their chains went on the ladder.
     """

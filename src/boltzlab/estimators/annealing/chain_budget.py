@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from boltzlab import distributed
+from boltzlab import distributed, progress
 from boltzlab.chains import Chains
 from boltzlab.estimators.annealing.increments import check_finite_log_weights
 from boltzlab.estimators.annealing.schedule_check import coarse_run_checks
@@ -276,6 +276,7 @@ def run_budget(
             chains = distributed.agree(chains, "AIS chain budget's next round")
         if chains == 0:
             break
+        progress.emit(progress.RoundStarted(len(rounds) + 1, chains, None, failures[0]))
     stopped = "fixed budget" if plan.fixed else ("max_chains reached" if failures else "checks passed")
     budget = ChainBudget(
         rounds=tuple(rounds),

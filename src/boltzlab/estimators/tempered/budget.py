@@ -60,7 +60,7 @@ from typing import Any, Self
 
 import torch
 
-from boltzlab import distributed
+from boltzlab import distributed, progress
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.record import check_option_names, register_estimator
@@ -696,13 +696,18 @@ def run_rounds(
         if not (longer or wider):
             break
         earlier += samples.n_chains * _sweeps_per_chain(samples)
+        reason = (checks + imprecise)[0]
         if longer:
+            progress.emit(
+                progress.RoundStarted(len(rounds) + 1, samples.n_chains, 2 * samples.n_sweeps, reason)
+            )
             samples = more(samples, 2 * samples.n_sweeps)
         else:
             assert widen is not None  # max_chains is the round's own chains without it
             n_chains = chains_for_target(
                 samples.n_chains, precision_stderr(estimate), float(target_stderr), max_chains
             )
+            progress.emit(progress.RoundStarted(len(rounds) + 1, n_chains, samples.n_sweeps, reason))
             burn_in = burn_in_sweeps(samples.n_sweeps, diagnosis.round_trips)
             samples, burned = widen(samples, n_chains, samples.n_sweeps, burn_in)
             earlier += burned
