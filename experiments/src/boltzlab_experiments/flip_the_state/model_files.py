@@ -164,8 +164,8 @@ def local_chains(n_chains: int, blocks: int, where: distributed.Topology | None 
 
 def _sweep_listener(
     progress: SweepProgress | None, chains: int, done_before: int, total: int, label: str
-) -> Callable[[int], None]:
-    """A :func:`boltzlab.progress.reporting` listener that turns chain-sweeps into sweeps.
+) -> sweep_reports.ProgressHook:
+    """A :func:`boltzlab.progress.reporting` hook that turns chain-sweeps into sweeps.
 
     The sampler reports this process's chain-sweeps after every sweep; the bar is redrawn at
     most 200 times over the whole run: redrawing it every sweep would cost as much as a sweep
@@ -174,10 +174,12 @@ def _sweep_listener(
     counted = 0
     every = max(1, total // 200)
 
-    def listen(chain_sweeps: int) -> None:
+    def listen(event: sweep_reports.ProgressEvent) -> None:
         nonlocal counted
+        if not isinstance(event, sweep_reports.Sweeps):  # stages and budget rounds: no sweeps
+            return
         before = counted // chains
-        counted += chain_sweeps
+        counted += event.chain_sweeps
         after = counted // chains
         if progress is not None and after // every > before // every:
             progress(done_before + after, total, label)
