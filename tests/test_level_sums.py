@@ -131,7 +131,12 @@ def test_bad_modes_are_refused(monkeypatch):
         level_sums.mode()
 
 
-@pytest.mark.parametrize("method", ["rts", "ti-rb", "mbar"])
+# RTS in the fast tier; TI-RB and MBAR read the same kernel's sums and take 15-18 s each, so
+# they run in the slow tier (CONTRIBUTING.md, "Two tiers").
+@pytest.mark.parametrize(
+    "method",
+    ["rts", pytest.param("ti-rb", marks=pytest.mark.slow), pytest.param("mbar", marks=pytest.mark.slow)],
+)
 def test_tempered_estimators_agree_with_enumeration_through_the_kernel(kernel_on, method):
     check_estimator_exact(
         lambda model, budget, seed: bl.estimate_log_z(
