@@ -375,3 +375,21 @@ def test_a_device_the_machine_lacks_is_one_line(monkeypatch: pytest.MonkeyPatch,
             door()
     with pytest.raises(ValueError, match="asks for a GPU"):
         bl.rng.make_generator(0, "cuda")
+
+
+def test_a_reader_that_goes_away_is_no_error(trained) -> None:
+    """``boltzlab info M | head -1``: the pipe closes before the command writes. It printed
+    "error: Broken pipe"; it now exits quietly with 141 (128 + SIGPIPE), as a killed writer would."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "boltzlab.cli.main", "info", str(trained[0] / "model.safetensors")],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141 and done.stderr == "", done.stderr

@@ -29,6 +29,7 @@ __all__ = ["CommandError", "cli", "in_cli_terms", "main"]
 
 _EXIT_ERROR = 1
 _EXIT_INTERRUPTED = 130
+_EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 
 
 class CommandError(click.ClickException):
@@ -148,6 +149,13 @@ class _BoltzlabGroup(click.Group):
                 if ctx.meta.get(DEBUG_KEY):
                     raise
                 raise CommandError("interrupted", exit_code=_EXIT_INTERRUPTED) from None
+            except BrokenPipeError:
+                # The reader went away (`boltzlab info M | head -3`): nothing is wrong, and there is
+                # nobody to tell. Point stdout at /dev/null so that flushing it at exit raises no
+                # second error, and exit as a process killed by SIGPIPE would.
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+                raise click.exceptions.Exit(_EXIT_BROKEN_PIPE) from None
             except Exception as error:
                 if ctx.meta.get(DEBUG_KEY):
                     raise
