@@ -282,3 +282,29 @@ def test_data_on_the_meta_device_is_refused_by_name(call):
     model = bl.RBM(n_visible=4, n_hidden=3, generator=0)
     with pytest.raises(ValidationError, match="on the 'meta' device, which holds shapes but no values"):
         call(model, torch.zeros(5, 4, device="meta"))
+
+
+@pytest.mark.parametrize("sampler", ["pt", "st", "ast", "cast", "tt"])
+def test_samplers_keep_the_checked_flag_so_the_check_runs_once(monkeypatch, sampler):
+    """The 0/1 check costs a synchronisation per call: samplers that rebuild their chains every
+    step (swaps, level moves, accept-or-keep) carry ``values_checked`` on, so a run checks its
+    chains at most once, not every sweep (about 60 µs a step on a tiny model)."""
+    calls = []
+    original = bl.operators.base.check_binary_layers
+    monkeypatch.setattr(
+        bl.operators.base, "check_binary_layers", lambda *a, **k: calls.append(1) or original(*a, **k)
+    )
+    model = bl.RBM(n_visible=4, n_hidden=3, generator=0)
+    bl.sample(model, sampler=sampler, n_levels=4, n_chains=6, n_sweeps=50, generator=1)
+    assert len(calls) <= 1
+
+
+def test_tempered_estimators_check_their_chains_once_per_run(monkeypatch):
+    calls = []
+    original = bl.operators.base.check_binary_layers
+    monkeypatch.setattr(
+        bl.operators.base, "check_binary_layers", lambda *a, **k: calls.append(1) or original(*a, **k)
+    )
+    model = bl.RBM(n_visible=4, n_hidden=3, generator=0)
+    bl.estimate_log_z(model, method="rts", n_chains=10, n_temperatures=8, n_sweeps=100, generator=2)
+    assert 1 <= len(calls) <= 4  # once per fresh start (the pilot, the runs), never per sweep

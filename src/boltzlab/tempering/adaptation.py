@@ -340,6 +340,8 @@ def adapt_then_freeze(
     # The slow chains start from the adapted β = 1 states (each an exact draw when the stages
     # mixed), not from base samples that would need one exchange to be replaced.
     slow = Chains(
-        layers=tuple(layer.clone() for layer in state.last_target.layers), beta=state.last_target.beta
+        layers=tuple(layer.clone() for layer in state.last_target.layers),
+        beta=state.last_target.beta,
+        values_checked=state.last_target.values_checked,
     )
     return FrozenStart(scheme, CASTState(slow=slow, fast=state, n_steps=0, n_exchanges=0), adaptation, part)

@@ -80,7 +80,8 @@ def redraw_summed_layers(
     layers = list(chains.layers)
     for index, part in zip(group, parts, strict=True):
         layers[index] = sample_bernoulli(part.contiguous(), generator=generator).to(chains.dtype)
-    return Chains(layers=tuple(layers), beta=chains.beta)
+    # The redrawn layer is a Bernoulli draw: 0/1 whenever the others were.
+    return Chains(layers=tuple(layers), beta=chains.beta, values_checked=chains.values_checked)
 
 
 def select_terms(terms: MarginalTerms, index: Tensor | slice) -> MarginalTerms:

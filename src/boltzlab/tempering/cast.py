@@ -203,6 +203,7 @@ class CAST:
         both = Chains(
             layers=_concatenate(state.slow.layers, moved.chains.layers),
             beta=torch.cat([state.slow.beta, moved.chains.beta]),
+            values_checked=state.slow.values_checked and moved.chains.values_checked,
         )
         swept, _ = self.operator.step(model, both, generator=generator, terms=terms)
         slow = swept.select(slice(0, n_chains))

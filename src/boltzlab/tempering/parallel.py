@@ -291,7 +291,11 @@ class ParallelTempering:
             accepted[lower] = accept
         order = source.reshape(-1)
         moved = order != torch.arange(order.numel(), device=device)
-        permuted = Chains(layers=tuple(layer[order] for layer in chains.layers), beta=chains.beta)
+        permuted = Chains(
+            layers=tuple(layer[order] for layer in chains.layers),
+            beta=chains.beta,
+            values_checked=chains.values_checked,
+        )
         terms = select_terms(terms, order)
         redrawn = redraw_summed_layers(model, permuted, terms, generator=generator)
         summed = set(model.update_groups[0])
@@ -299,7 +303,12 @@ class ParallelTempering:
             torch.where(moved[:, None], new, old) if index in summed else old
             for index, (old, new) in enumerate(zip(permuted.layers, redrawn.layers, strict=True))
         )
-        return Chains(layers=layers, beta=chains.beta), terms, order, accepted
+        return (
+            Chains(layers=layers, beta=chains.beta, values_checked=redrawn.values_checked),
+            terms,
+            order,
+            accepted,
+        )
 
     @staticmethod
     def _flip_rate(before: Chains, after: Chains, n_levels: int) -> Tensor:

@@ -247,10 +247,15 @@ class SimulatedTempering:
         betas, _ = self.level_betas(model)
         base = model.init_chains(2 * n_chains, generator=generator)
         levels = torch.full((n_chains,), self.top, dtype=torch.int64, device=model.device)
-        chains = Chains(layers=tuple(layer[:n_chains] for layer in base.layers), beta=betas[levels])
+        # States the model drew itself: 0/1 in its binary layers, so the stored β = 1 states that
+        # never pass through a sweep carry the flag, and the swept ones keep it.
+        chains = Chains(
+            layers=tuple(layer[:n_chains] for layer in base.layers), beta=betas[levels], values_checked=True
+        )
         last_target = Chains(
             layers=tuple(layer[n_chains:] for layer in base.layers),
             beta=torch.ones(n_chains, dtype=model.dtype, device=model.device),
+            values_checked=True,
         )
         return SimulatedTemperingState(
             chains=chains,
@@ -319,7 +324,9 @@ class SimulatedTempering:
             proposed = sample_categorical(log_q, generator=generator)
             new_levels = proposed
             accepted = new_levels != levels
-        chains = Chains(layers=state.chains.layers, beta=betas[new_levels])
+        chains = Chains(
+            layers=state.chains.layers, beta=betas[new_levels], values_checked=state.chains.values_checked
+        )
         moved = (new_levels != levels).nonzero().squeeze(1)
         if isinstance(generator, BlockGenerator):
             # Chains sharded by block draw for every row (a subset would mix the blocks' streams).
@@ -331,6 +338,7 @@ class SimulatedTempering:
                     for layer, new in zip(chains.layers, redrawn.layers, strict=True)
                 ),
                 beta=chains.beta,
+                values_checked=redrawn.values_checked,
             )
         elif moved.numel() > 0:
             redrawn = redraw_summed_layers(
@@ -342,6 +350,7 @@ class SimulatedTempering:
                     for layer, new in zip(chains.layers, redrawn.layers, strict=True)
                 ),
                 beta=chains.beta,
+                values_checked=redrawn.values_checked,
             )
         info = SimulatedTemperingInfo(
             previous_levels=levels, proposed_levels=proposed, levels=new_levels, accepted=accepted
@@ -362,6 +371,7 @@ class SimulatedTempering:
                     for new, old in zip(swept.layers, stored.layers, strict=True)
                 ),
                 beta=swept.beta,
+                values_checked=swept.values_checked and stored.values_checked,
             )
         else:
             chains = swept
@@ -370,6 +380,7 @@ class SimulatedTempering:
                 torch.where(at_top, new, old) for new, old in zip(swept.layers, stored.layers, strict=True)
             ),
             beta=stored.beta,
+            values_checked=swept.values_checked and stored.values_checked,
         )
         visits = state.visits + torch.bincount(state.levels, minlength=self.n_levels)
         return replace(

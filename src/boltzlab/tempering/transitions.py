@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -228,7 +228,9 @@ class TemperedTransitions:
     ) -> TemperedTransitionsState:
         """``n_chains`` chains at β = 1 started from exact samples of the base."""
         n_chains = check_positive_int(n_chains, "n_chains")
-        chains = model.init_chains(n_chains, generator=generator).with_beta(1.0)
+        # States the model drew itself (0/1 in its binary layers): flagged, so each step's
+        # accept-or-keep choice between two checked states keeps the flag.
+        chains = replace(model.init_chains(n_chains, generator=generator).with_beta(1.0), values_checked=True)
         return TemperedTransitionsState(
             chains=chains,
             accepted=torch.zeros(n_chains, dtype=torch.int64, device=model.device),
@@ -277,7 +279,10 @@ class TemperedTransitions:
         layers = tuple(
             torch.where(keep, new, old) for old, new in zip(start.layers, current.layers, strict=True)
         )
-        chains = Chains(layers=layers, beta=start.beta)
+        # Each chain keeps its start or its proposal: 0/1 whenever both were.
+        chains = Chains(
+            layers=layers, beta=start.beta, values_checked=start.values_checked and current.values_checked
+        )
         for _ in range(self.target_sweeps):
             chains, _ = self.operator.step(model, chains, generator=generator)
         new_state = TemperedTransitionsState(

@@ -113,9 +113,7 @@ class SamplerState:
     def subset(self, rows: Tensor) -> SamplerState:
         """The states of the chains ``rows`` (indices, shape ``(m,)``)."""
         rows = rows.to(self.levels.device)
-        chains = Chains(
-            layers=tuple(layer[rows] for layer in self.chains.layers), beta=self.chains.beta[rows]
-        )
+        chains = self.chains.select(rows)
         return SamplerState(chains=chains, levels=self.levels[rows])
 
 
@@ -146,9 +144,17 @@ class LevelSpace(Protocol):
         ...
 
     def place(
-        self, layers: tuple[Tensor, ...], terms: Any, levels: Tensor, *, generator: torch.Generator
+        self,
+        layers: tuple[Tensor, ...],
+        terms: Any,
+        levels: Tensor,
+        *,
+        generator: torch.Generator,
+        values_checked: bool = False,
     ) -> LevelState:
-        """The states ``layers`` placed at ``levels`` (shape ``(n,)``)."""
+        """The states ``layers`` placed at ``levels`` (shape ``(n,)``); ``values_checked``: the
+        layers are known to be 0/1 states (an operator's output), which spares the next sweep its
+        check (:attr:`boltzlab.chains.Chains.values_checked`)."""
         ...
 
 
@@ -178,7 +184,7 @@ def level_step(
     log_q = log_f + log_weights[None, :]
     log_q = log_q - torch.logsumexp(log_q, 1, keepdim=True)
     levels = sample_categorical(log_q, generator=generator)
-    placed = space.place(layers, terms, levels, generator=generator)
+    placed = space.place(layers, terms, levels, generator=generator, values_checked=True)  # swept states
     if derivatives is not None:
         placed = dataclasses.replace(placed, derivatives=derivatives)
     return placed, log_f, log_q
@@ -254,7 +260,9 @@ class ModelLevels:
         if bool((levels < 0).any()) or bool((levels >= self.n_levels).any()):
             raise ValidationError(f"start levels must index the {self.n_levels}-level ladder")
         # The chains carry on at their levels' β of this ladder (a no-op when the ladder is theirs).
-        chains = Chains(layers=start.chains.layers, beta=self.betas[levels])
+        chains = Chains(
+            layers=start.chains.layers, beta=self.betas[levels], values_checked=start.chains.values_checked
+        )
         return LevelState(chains=chains, terms=model.marginal_terms(chains.layers), levels=levels)
 
     def sweep(self, state: LevelState, *, generator: torch.Generator) -> tuple[Tensor, ...]:
@@ -281,7 +289,13 @@ class ModelLevels:
         return single_precision_log_f_all(terms, self.betas64), path_derivative_all(terms, self.betas64)
 
     def place(
-        self, layers: tuple[Tensor, ...], terms: MarginalTerms, levels: Tensor, *, generator: torch.Generator
+        self,
+        layers: tuple[Tensor, ...],
+        terms: MarginalTerms,
+        levels: Tensor,
+        *,
+        generator: torch.Generator,
+        values_checked: bool = False,
     ) -> LevelState:
         """The states at ``levels``' β with the summed-out layer redrawn there.
 
@@ -289,6 +303,9 @@ class ModelLevels:
         move; ``terms`` do not depend on β and stay those of the placed chains.
         """
         chains = redraw_summed_layers(
-            self.model, Chains(layers=layers, beta=self.betas[levels]), terms, generator=generator
+            self.model,
+            Chains(layers=layers, beta=self.betas[levels], values_checked=values_checked),
+            terms,
+            generator=generator,
         )
         return LevelState(chains=chains, terms=terms, levels=levels)

@@ -491,7 +491,13 @@ def run_levels(
         stage_log_z_hat.append(log_z_hat)
         log_weights = log_prior_device - log_z_hat.to(device)
         levels = randint(n_levels, (n_chains,), generator=generator, device=device)
-        state = space.place(state.chains.layers, state.terms, levels, generator=generator)
+        state = space.place(
+            state.chains.layers,
+            state.terms,
+            levels,
+            generator=generator,
+            values_checked=state.chains.values_checked,
+        )
         for _ in range(plan.initial_sweeps):
             state, _, log_q = level_step(space, state, log_weights, generator=generator)
             progress.advance(n_chains)

@@ -649,8 +649,12 @@ class PathLevels:
         levels: Tensor,
         *,
         generator: torch.Generator,
+        values_checked: bool = False,
     ) -> LevelState:
         """The states at ``levels``: nothing to redraw (the sweep draws ``h`` from ``v`` at the level).
+
+        ``values_checked`` is accepted for the protocol; this space's sweep draws its own 0/1
+        states without an operator, so there is nothing to spare.
 
         The chains' ``beta`` holds the level positions over ``P − 1``.
         """
