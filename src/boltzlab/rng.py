@@ -38,6 +38,7 @@ __all__ = [
     "randn",
     "resolve_generator",
     "sample_bernoulli",
+    "sample_categorical",
     "set_state",
     "spawn",
     "uniform_buffer",
@@ -257,6 +258,26 @@ def sample_bernoulli(probability: Tensor, *, generator: torch.Generator) -> Tens
         device=probability.device,
     )
     return uniform.lt_(threshold).to(probability.dtype)
+
+
+def sample_categorical(probabilities: Tensor, *, generator: torch.Generator) -> Tensor:
+    """One-hot draws from the categorical distributions along the last axis (a new tensor).
+
+    ``probabilities`` has shape ``(n, …, q)`` (rows need not be normalised exactly: each is
+    scaled by its own sum); the result has the same shape and dtype, with one 1 per row.
+    One uniform per row, compared with the running sums, so the sampled kernel is exactly
+    the one the probabilities describe (up to rounding).
+    """
+    cumulative = probabilities.cumsum(-1)
+    uniform = rand(
+        (*probabilities.shape[:-1], 1),
+        generator=generator,
+        dtype=probabilities.dtype,
+        device=probabilities.device,
+    )
+    uniform.mul_(cumulative[..., -1:])
+    index = (cumulative <= uniform).sum(-1, keepdim=True).clamp_(max=probabilities.shape[-1] - 1)
+    return torch.zeros_like(probabilities).scatter_(-1, index, 1.0)
 
 
 # ----------------------------------------------------------------- counter-based random bits

@@ -219,6 +219,24 @@ def check_binary_layers(chains: Any, binary: Any, *, name: str = "chains") -> No
     )
 
 
+def check_one_hot_layers(chains: Any, states: dict[int, int], *, name: str = "chains") -> None:
+    """Refuse chains whose categorical layers are not one-hot (one 1 per site of ``q`` columns).
+
+    ``states`` maps a layer index to its states per site ``q``; the layer's width must be a
+    multiple of it. One synchronisation per layer.
+    """
+    for index, n_states in states.items():
+        layer = chains.layers[index]
+        sites = layer.reshape(layer.shape[0], -1, n_states)
+        binary = (layer * (layer - 1)).eq(0).all()
+        if bool(binary & sites.sum(2).eq(1).all()):
+            continue
+        raise ValidationError(
+            f"the {name}' layer {index} must be one-hot, one 1 in each site's {n_states} columns; "
+            "make the states with model.init_chains(...) or model.chains_from(sequences)"
+        )
+
+
 def check_finite_model(model: Any, door: str) -> None:
     """Refuse a model whose parameters or buffers hold NaN or ±inf, naming the tensor and the fix.
 

@@ -21,7 +21,14 @@ from boltzlab.models.base import TemperedModel
 from boltzlab.models.rbm import all_binary_states
 from boltzlab.validation import check_finite_model, require
 
-__all__ = ["as_float64_model", "exact_log_z", "joint_log_probabilities", "joint_states"]
+__all__ = [
+    "as_float64_model",
+    "exact_log_z",
+    "joint_log_probabilities",
+    "joint_states",
+    "model_joint_states",
+    "unit_radices",
+]
 
 
 def as_float64_model(model: TemperedModel) -> TemperedModel:
@@ -79,9 +86,50 @@ def joint_states(
     return tuple(torch.split(states, list(layer_sizes), dim=1))
 
 
+def unit_radices(model: TemperedModel) -> list[tuple[int, int, int]]:
+    """``(layer, unit, states)`` of every unit, layer by layer: a binary unit has 2 states, a
+    categorical site (``layer_kinds`` ``"categorical"``) ``layer_states[layer]``."""
+    kinds = getattr(model, "layer_kinds", None) or ("binary",) * len(model.layer_sizes)
+    radices = []
+    for layer, (kind, size) in enumerate(zip(kinds, model.layer_sizes, strict=True)):
+        if kind == "categorical":
+            q = int(model.layer_states[layer])  # type: ignore[attr-defined]
+            radices.extend((layer, site, q) for site in range(size // q))
+        else:
+            radices.extend((layer, unit, 2) for unit in range(size))
+    return radices
+
+
+def model_joint_states(model: TemperedModel, *, dtype: torch.dtype = torch.float64) -> tuple[Tensor, ...]:
+    """Every joint state of a tiny model in its own representation (one-hot categorical sites).
+
+    State ``s`` is read in mixed radix over :func:`unit_radices` (the first unit the least
+    significant digit); for a binary model this is :func:`joint_states`. At most ``2^24`` states.
+    """
+    radices = unit_radices(model)
+    n_states = math.prod(q for _, _, q in radices)
+    require(n_states <= 2**24, f"joint enumeration is for tiny models (<= 2^24 states), got {n_states}")
+    codes = torch.arange(n_states, dtype=torch.int64, device=model.device)
+    layers = [torch.zeros(n_states, size, dtype=dtype, device=model.device) for size in model.layer_sizes]
+    place = 1
+    for layer, unit, q in radices:
+        digit = torch.div(codes, place, rounding_mode="floor") % q
+        if _is_categorical(model, layer):
+            layers[layer][torch.arange(n_states, device=model.device), unit * q + digit] = 1.0
+        else:
+            layers[layer][:, unit] = digit.to(dtype)
+        place *= q
+    return tuple(layers)
+
+
+def _is_categorical(model: TemperedModel, layer: int) -> bool:
+    kinds = getattr(model, "layer_kinds", None)
+    return kinds is not None and kinds[layer] == "categorical"
+
+
 def joint_log_probabilities(model: TemperedModel, beta: float = 1.0) -> Tensor:
-    """Normalised ``log p_β(x)`` of every joint state (order of :func:`joint_states`); float64."""
+    """Normalised ``log p_β(x)`` of every joint state (order of :func:`model_joint_states`); float64."""
     model64 = as_float64_model(model)
-    layers = joint_states(model64.layer_sizes, device=model64.device)
+    layers = model_joint_states(model64)
     log_f = model64.log_f(layers, beta)
     return (log_f - torch.logsumexp(log_f, 0)).cpu()

@@ -1,22 +1,27 @@
 """Exact transition matrices of layerwise operators on tiny models, and their spectra.
 
-The joint state space of a model with ``N`` units has ``2^N`` states, ordered as in
+The joint state space of a model with ``N`` binary units has ``2^N`` states, ordered as in
 :func:`boltzlab.estimators.exact.joint_states` (global unit ``u`` is bit ``u`` of the state
-index). A row-stochastic matrix ``T[x, y] = P(next = y | now = x)`` acts on row vectors,
+index); a categorical (Potts) site of ``q`` states is one digit of base ``q`` in the same
+order (:func:`boltzlab.estimators.exact.model_joint_states`). A row-stochastic matrix ``T[x, y] = P(next = y | now = x)`` acts on row vectors,
 ``p·T``, and a product ``A @ B`` means "first A, then B" (docs/algorithms.md §2.1).
 
-The matrices are built from the operator's own ``probability_on`` and the model's own
+The matrices are built from the operator's own ``probability_on`` (and
+``categorical_probabilities``) and the model's own
 ``conditional_logits``, which are exactly what the batched sampler uses, so ``p·T = p``
 checks the code that runs, not a re-derivation of it.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 import torch
 from torch import Tensor
 
-from boltzlab.estimators.exact import as_float64_model, joint_states
+from boltzlab.estimators.exact import as_float64_model, model_joint_states, unit_radices
 from boltzlab.models.base import TemperedModel
 from boltzlab.operators.base import LayerwiseOperator
 from boltzlab.validation import require
@@ -32,54 +37,63 @@ __all__ = [
 MAX_UNITS = 12
 
 
-def _layer_offsets(layer_sizes: tuple[int, ...]) -> list[int]:
-    offsets, total = [], 0
-    for size in layer_sizes:
-        offsets.append(total)
-        total += size
-    return offsets
-
-
 def _units_transition_matrix(
     model: TemperedModel, operator: LayerwiseOperator, units: list[tuple[int, int]], beta: float
 ) -> Tensor:
-    """Matrix of updating the given (layer, unit) pairs simultaneously, all in one group."""
-    model64 = as_float64_model(model)
-    sizes = tuple(model64.layer_sizes)
-    total = sum(sizes)
-    require(
-        total <= MAX_UNITS,
-        f"exact transition matrices are for models with <= {MAX_UNITS} units, got {total}",
-    )
-    layers = joint_states(sizes, device=model64.device)
-    n_states = 2**total
-    beta_vector = torch.full((n_states,), float(beta), dtype=torch.float64, device=model64.device)
-    offsets = _layer_offsets(sizes)
+    """Matrix of updating the given (layer, unit) pairs simultaneously, all in one group.
 
-    # P(unit = 1 after its update) for every state, for the units being updated.
-    probability_columns = []
+    A categorical layer's units are its sites, each moved by the operator's
+    ``categorical_probabilities``; binary units by ``probability_on``.
+    """
+    model64 = as_float64_model(model)
+    radices = unit_radices(model64)
+    n_joint = math.prod(q for _, _, q in radices)
+    require(
+        n_joint <= 2**MAX_UNITS,
+        f"exact transition matrices are for models with <= 2^{MAX_UNITS} joint states "
+        f"(<= {MAX_UNITS} binary units), got {n_joint}",
+    )
+    layers = model_joint_states(model64)
+    n_states = layers[0].shape[0]
+    beta_vector = torch.full((n_states,), float(beta), dtype=torch.float64, device=model64.device)
+    kinds = getattr(model64, "layer_kinds", None) or ("binary",) * len(layers)
+    place_of, place = {}, 1
+    for layer, unit, q in radices:
+        place_of[(layer, unit)] = (place, q)
+        place *= q
+
+    # Each updated unit's distribution over its values, for every state: (n_states, q).
+    distributions = []
     cache: dict[int, Tensor] = {}
     for layer, unit in units:
         if layer not in cache:
             logits = model64.conditional_logits(layer, layers, beta_vector)
-            cache[layer] = operator.probability_on(logits, layers[layer])
-        probability_columns.append(cache[layer][:, unit])
-    probability_on = torch.stack(probability_columns, 1).cpu()  # (n_states, n_units_updated)
+            if kinds[layer] == "categorical":
+                q = int(model64.layer_states[layer])  # type: ignore[attr-defined]
+                shape = (n_states, logits.shape[1] // q, q)
+                cache[layer] = operator.categorical_probabilities(
+                    logits.view(shape), layers[layer].view(shape)
+                )
+            else:
+                on = operator.probability_on(logits, layers[layer])
+                cache[layer] = torch.stack([1.0 - on, on], -1)
+        distributions.append(cache[layer][:, unit, :].cpu())
 
-    bit_positions = torch.tensor([offsets[layer] + unit for layer, unit in units], dtype=torch.int64)
     codes = torch.arange(n_states, dtype=torch.int64)
-    mask = int(sum(1 << int(position) for position in bit_positions))
+    places = [place_of[key][0] for key in units]
+    sizes = [place_of[key][1] for key in units]
+    # The code with every updated unit's digit set to 0.
+    cleared = codes.clone()
+    for position, q in zip(places, sizes, strict=True):
+        cleared -= (torch.div(codes, position, rounding_mode="floor") % q) * position
     matrix = torch.zeros(n_states, n_states, dtype=torch.float64)
-    n_updated = len(units)
-    for pattern in range(2**n_updated):
-        pattern_bits = torch.tensor([(pattern >> i) & 1 for i in range(n_updated)], dtype=torch.float64)
-        probability = torch.where(pattern_bits.bool(), probability_on, 1.0 - probability_on).prod(1)
-        target_bits = sum(
-            int(bit) << int(pos)
-            for bit, pos in zip(pattern_bits.tolist(), bit_positions.tolist(), strict=True)
-        )
-        targets = (codes & ~mask) | target_bits
-        matrix[codes, targets] += probability
+    for pattern in itertools.product(*(range(q) for q in sizes)):
+        probability = torch.ones(n_states, dtype=torch.float64)
+        offset = 0
+        for value, position, distribution in zip(pattern, places, distributions, strict=True):
+            probability = probability * distribution[:, value]
+            offset += value * position
+        matrix[codes, cleared + offset] += probability
     return matrix
 
 
@@ -94,7 +108,7 @@ def group_transition_matrix(
     model: TemperedModel, operator: LayerwiseOperator, group: tuple[int, ...], *, beta: float = 1.0
 ) -> Tensor:
     """Update every unit of the layers in ``group`` at once; float64, ``(2^N, 2^N)``."""
-    units = [(layer, unit) for layer in group for unit in range(model.layer_sizes[layer])]
+    units = [(layer, unit) for layer, unit, _ in unit_radices(model) if layer in group]
     return _units_transition_matrix(model, operator, units, beta)
 
 

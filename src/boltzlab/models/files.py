@@ -167,6 +167,62 @@ def gaussian_rbm_kind(model_class: type[Any]) -> ModelKind:
     return _bipartite_kind("gaussian-rbm", model_class, buffers, expected_shapes, check_base_std)
 
 
+def _potts_tensors(model: Any) -> dict[str, Tensor]:
+    sites, states = model.n_sites, model.n_states
+    return {
+        "weights": model.weights.detach().reshape(sites, states, model.n_hidden),
+        "visible_bias": model.visible_bias.detach().reshape(sites, states),
+        "hidden_bias": model.hidden_bias,
+        "base_logits": model.base_logits.reshape(sites, states),
+    }
+
+
+def _potts_expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """Names and shapes of a Potts RBM file, sized by ``weights`` of shape ``(L, q, J)``."""
+    weights = shapes.get("weights")
+    if weights is None:
+        raise ValueError("tensor 'weights' is missing")
+    if len(weights) != 3 or min(weights) < 1 or weights[1] < 2:
+        raise ValueError(
+            f"tensor 'weights' has shape {weights}, expected (n_sites, n_states, n_hidden) with n_states >= 2"
+        )
+    sites, states, hidden = weights
+    return {
+        "weights": (sites, states, hidden),
+        "visible_bias": (sites, states),
+        "hidden_bias": (hidden,),
+        "base_logits": (sites, states),
+    }
+
+
+def potts_rbm_kind(model_class: type[Any]) -> ModelKind:
+    """The ``"potts-rbm"`` file kind: weights ``(L, q, J)``, fields and profile ``(L, q)``.
+
+    Held with their site and state axes, so a file says its own ``L`` and ``q``; the model's
+    flattened ``(L·q, …)`` tensors are views of the same numbers.
+    """
+
+    def build(tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.device) -> Any:
+        model = model_class(
+            weights=tensors["weights"],
+            visible_bias=tensors["visible_bias"],
+            hidden_bias=tensors["hidden_bias"],
+            dtype=dtype,
+            device=device,
+        )
+        with torch.no_grad():
+            model.base_logits.copy_(tensors["base_logits"].reshape(-1).to(device=device, dtype=dtype))
+        return model
+
+    return ModelKind(
+        name="potts-rbm",
+        model_class=model_class,
+        tensors=_potts_tensors,
+        expected_shapes=_potts_expected_shapes,
+        build=build,
+    )
+
+
 # ---------------------------------------------------------------------------- the DBM kind
 def _dbm_tensors(model: Any) -> dict[str, Tensor]:
     tensors = {f"weights.{index}": matrix for index, matrix in enumerate(model.weights)}

@@ -38,8 +38,8 @@ from boltzlab.models.base import MarginalTerms, TemperedModel
 from boltzlab.operators.fused import fused_sample, uses_fused
 from boltzlab.operators.one_region import one_region_sweep, uses_one_region
 from boltzlab.registry import Registry
-from boltzlab.rng import fill_centered_uniform_, uniform_scale, uniform_workspace
-from boltzlab.validation import check_binary_layers, check_chains_match
+from boltzlab.rng import fill_centered_uniform_, sample_categorical, uniform_scale, uniform_workspace
+from boltzlab.validation import check_binary_layers, check_chains_match, check_one_hot_layers
 
 __all__ = [
     "LayerwiseOperator",
@@ -116,6 +116,37 @@ class LayerwiseOperator(ABC):
         """``P(unit = 1 after the update)``, elementwise, as a new tensor (inputs untouched)."""
         return self.probability_on_(logits.clone(), current)
 
+    def categorical_probabilities(self, logits: Tensor, current: Tensor) -> Tensor:
+        """``P(site in state b after its update)`` for categorical (Potts) sites; a new tensor.
+
+        Parameters
+        ----------
+        logits : Tensor, shape (n, L, q)
+            Each site's unnormalised log-probabilities given the other layers, at the chain's β.
+        current : Tensor, shape (n, L, q)
+            Current one-hot states.
+
+        Returns
+        -------
+        Tensor, shape (n, L, q)
+            Rows summing to one. The built-in operators give Gibbs (the softmax), the
+            Metropolised Gibbs step that generalises flip-the-state, and their α-mixture;
+            an operator without a rule for categorical units refuses them.
+        """
+        raise ValidationError(
+            f"{self!r} has no update rule for categorical (Potts) units; use 'gibbs', 'flip' or "
+            "'mixture', or define categorical_probabilities(logits, current) on the operator"
+        )
+
+    def sample_categorical_layer(
+        self, logits: Tensor, current: Tensor, n_states: int, *, generator: torch.Generator
+    ) -> Tensor:
+        """New one-hot values of a categorical layer ``(n, L·q)`` from its logits ``(n, L·q)``."""
+        n = logits.shape[0]
+        shape = (n, logits.shape[1] // n_states, n_states)
+        probabilities = self.categorical_probabilities(logits.view(shape), current.view(shape))
+        return sample_categorical(probabilities, generator=generator).view(n, -1)
+
     def threshold_(self, logits: Tensor, current: Tensor, scratch: Tensor) -> Tensor:
         """Overwrite ``logits`` with ``uniform_scale·(P(new = 1) − 1/2)`` and return it.
 
@@ -190,6 +221,8 @@ class LayerwiseOperator(ABC):
         if not chains.values_checked:
             binary = [True] * len(chains.layers) if kinds is None else [kind == "binary" for kind in kinds]
             check_binary_layers(chains, binary)
+            if kinds is not None and "categorical" in kinds:
+                check_one_hot_layers(chains, _categorical_states(model, kinds))
         if terms is None and uses_one_region(self, model, chains, generator):
             # Binary RBMs on the CPU: product and sampling of each row block in one parallel
             # region (operators/one_region.py), the same draws as the path below.
@@ -209,12 +242,19 @@ class LayerwiseOperator(ABC):
                 snapshot = tuple(layers)
                 logits = [
                     model.conditional_logits(i, snapshot, chains.beta)
-                    if kinds is None or kinds[i] == "binary"
+                    if kinds is None or kinds[i] in ("binary", "categorical")
                     else None
                     for i in group
                 ]
             for index, layer_logits in zip(group, logits, strict=True):
-                if layer_logits is None:  # a non-binary layer: an exact conditional draw
+                if kinds is not None and kinds[index] == "categorical":
+                    layers[index] = self.sample_categorical_layer(
+                        layer_logits,
+                        layers[index],
+                        model.layer_states[index],
+                        generator=generator,  # type: ignore[attr-defined]
+                    )
+                elif layer_logits is None:  # a non-binary layer: an exact conditional draw
                     if not callable(getattr(model, "sample_conditional", None)):
                         raise ValidationError(
                             f"{type(model).__name__}'s layer {index} is {kinds[index]}-valued with no "  # type: ignore[index]
@@ -244,6 +284,16 @@ def _has_own_threshold(cls: type) -> bool:
     owner = next((klass for klass in cls.__mro__ if "probability_on_" in vars(klass)), None)
     source = next((klass for klass in cls.__mro__ if "threshold" in vars(klass)), None)
     return owner is not None and source is not None and issubclass(source, owner)
+
+
+def _categorical_states(model: TemperedModel, kinds: tuple[str, ...]) -> dict[int, int]:
+    """``{layer index: states per unit}`` of the model's categorical layers (``layer_states``)."""
+    states = getattr(model, "layer_states", None)
+    if states is None:
+        raise ValidationError(
+            f"{type(model).__name__} declares categorical layers but no layer_states (states per unit)"
+        )
+    return {index: int(states[index]) for index, kind in enumerate(kinds) if kind == "categorical"}
 
 
 def _non_binary_kinds(model: TemperedModel) -> tuple[str, ...] | None:

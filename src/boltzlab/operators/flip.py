@@ -13,6 +13,20 @@ As a state-dependent activation::
                = max(1 − e^{−x}, 0)   if current = 1
                = 1/2                  if x == 0 (tie rule)
 
+**Categorical (Potts) sites.** The same idea for ``q`` states is the Metropolised Gibbs step
+(Liu 1996, *Peskun's theorem and a modified discrete-state Gibbs sampler*): from state ``a``
+propose ``b ≠ a`` with probability ``p_b/(1 − p_a)``, accept with
+``min(1, (1 − p_a)/(1 − p_b))``. In log space, with ``L_{−x} = log Σ_{c≠x} e^{l_c}``,
+
+    K(a → b) = exp(l_b − max(L_{−a}, L_{−b}))   (b ≠ a),     K(a → a) = 1 − Σ_{b≠a} K(a → b),
+
+computed from the site's logits ``l`` without forming ``1 − p`` (which cancels when ``p_a ≈ 1``;
+of the two terms the larger, which is the one kept, is always the accurate one). For ``q = 2``
+``L_{−a} = l_b`` and ``K(a → b) = min(1, e^{l_b − l_a})``: exactly the binary rule above. The
+tie rule carries over as the case where ``a`` and ``b`` tie and hold all the mass (``l_a = l_b``
+and ``L_{−a} = l_b``): ``K(a → b) = 1/2``. Both changes scale ``K(a → b)`` by a factor
+symmetric in ``a`` and ``b``, so the kernel stays reversible.
+
 Each single-unit kernel is a Metropolis rule, hence reversible with respect to the
 conditional, so the target is invariant. T mixes faster than Gibbs when weights are large
 and slower when they are near zero (SLEM ``(1−p*)/p*`` per unit at zero weights).
@@ -20,13 +34,15 @@ and slower when they are near zero (SLEM ``(1−p*)/p*`` per unit at zero weight
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
 from boltzlab.operators.base import LayerwiseOperator, register
 from boltzlab.rng import uniform_scale
 
-__all__ = ["FlipOperator"]
+__all__ = ["FlipOperator", "metropolised_gibbs"]
 
 
 @register("flip")
@@ -80,8 +96,45 @@ class FlipOperator(LayerwiseOperator):
             flip = torch.where(signed == 0.0, 0.5, flip)
         return (flip - 0.5) * sign * uniform_scale(current.dtype)
 
+    def categorical_probabilities(self, logits: Tensor, current: Tensor) -> Tensor:
+        return metropolised_gibbs(logits, current, tie_rule=self.tie_rule)
+
     def __repr__(self) -> str:
         return "FlipOperator()" if self.tie_rule else "FlipOperator(tie_rule=False)"
+
+
+def metropolised_gibbs(logits: Tensor, current: Tensor, *, tie_rule: bool = True) -> Tensor:
+    """Rows of the Metropolised Gibbs kernel ``K(a → ·)`` of categorical sites (module docstring).
+
+    Parameters
+    ----------
+    logits : Tensor, shape (n, L, q)
+        Each site's unnormalised log-probabilities.
+    current : Tensor, shape (n, L, q)
+        One-hot current states ``a``.
+    tie_rule : bool
+        Halve ``K(a → b)`` where ``a`` and ``b`` tie and hold all the mass.
+
+    Returns
+    -------
+    Tensor, shape (n, L, q), rows summing to one
+    """
+    # L_{−b} for every b from exclusive prefix and suffix log-sum-exps: exact for q = 2
+    # (L_{−0} = l_1, L_{−1} = l_0), so the q = 2 kernel is the binary flip operator's.
+    padding = torch.full_like(logits[..., :1], -math.inf)
+    prefix = torch.cat([padding, torch.logcumsumexp(logits[..., :-1], -1)], -1)
+    suffix = torch.cat([torch.logcumsumexp(logits.flip(-1)[..., :-1], -1).flip(-1), padding], -1)
+    others = torch.logaddexp(prefix, suffix)  # L_{−b}
+    is_current = current.bool()
+    others_of_current = (others * current).sum(-1, keepdim=True)  # L_{−a}
+    logit_current = (logits * current).sum(-1, keepdim=True)
+    kernel = torch.exp(logits - torch.maximum(others, others_of_current))
+    if tie_rule:
+        tie = (logits == logit_current) & (others_of_current == logits) & ~is_current
+        kernel = torch.where(tie, 0.5 * kernel, kernel)
+    kernel = kernel.masked_fill(is_current, 0.0)
+    stay = (1.0 - kernel.sum(-1, keepdim=True)).clamp_(min=0.0)
+    return kernel + stay * current
 
 
 def _may_contain_zero(values: Tensor, scratch: Tensor) -> bool:

@@ -1,6 +1,7 @@
 """Block Gibbs sampling, the reference operator G = G_h G_v (docs/algorithms.md §2.1).
 
-Each unit is redrawn from its conditional: ``P(new = 1) = σ(x)`` whatever its current value.
+Each unit is redrawn from its conditional: ``P(new = 1) = σ(x)`` whatever its current value;
+a categorical (Potts) site from the softmax of its logits.
 """
 
 from __future__ import annotations
@@ -34,3 +35,6 @@ class GibbsOperator(LayerwiseOperator):
 
     def threshold(self, logits: Tensor, current: Tensor) -> Tensor:
         return (torch.sigmoid(logits) - 0.5) * uniform_scale(current.dtype)
+
+    def categorical_probabilities(self, logits: Tensor, current: Tensor) -> Tensor:
+        return torch.softmax(logits, -1)

@@ -3,7 +3,7 @@
 ``P(new = 1) = α·P_T(new = 1) + (1 − α)·σ(x)`` for every unit. Both parts are reversible
 with respect to the unit's conditional, so the mixture is too. It is a mixture *per unit*,
 not a random choice between whole Gibbs and flip sweeps (that is also valid, but a different
-operator). The paper proposes it for the early phase of training, where weights are small
+operator); a categorical (Potts) site mixes the two kernels' rows the same way. The paper proposes it for the early phase of training, where weights are small
 and Gibbs mixes better.
 """
 
@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from boltzlab.operators.base import LayerwiseOperator, register
-from boltzlab.operators.flip import FlipOperator
+from boltzlab.operators.flip import FlipOperator, metropolised_gibbs
 from boltzlab.rng import uniform_scale
 from boltzlab.validation import check_probability
 
@@ -49,6 +49,11 @@ class MixtureOperator(LayerwiseOperator):
         flip = torch.where(signed == 0.0, 0.5, torch.exp(torch.clamp(signed, max=0.0)))
         probability = self.alpha * (current + sign * flip) + (1.0 - self.alpha) * torch.sigmoid(logits)
         return (probability - 0.5) * uniform_scale(current.dtype)
+
+    def categorical_probabilities(self, logits: Tensor, current: Tensor) -> Tensor:
+        # Per site, as for binary units: α·(Metropolised Gibbs) + (1 − α)·(Gibbs).
+        flip = metropolised_gibbs(logits, current, tie_rule=self._flip.tie_rule)
+        return flip.mul_(self.alpha).add_(torch.softmax(logits, -1), alpha=1.0 - self.alpha)
 
     def __repr__(self) -> str:
         return f"MixtureOperator(alpha={self.alpha})"

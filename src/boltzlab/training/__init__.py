@@ -9,6 +9,7 @@ phase is a pluggable :class:`NegativePhase`; the data term is the model's
 
 from boltzlab.training import gaussian_objective as gaussian_objective  # registers its objective
 from boltzlab.training import mean_field_objective as mean_field_objective  # registers its objective
+from boltzlab.training import potts_objective as potts_objective  # registers its objective
 from boltzlab.training.adaptive_tempering import (  # registers "ast"
     AdaptiveTemperingLearning,
     AdaptiveTemperingLearningState,

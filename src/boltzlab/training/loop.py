@@ -80,6 +80,7 @@ class TrainingLoop:
         for_run = getattr(phase, "for_run", None)
         self.phase = for_run(learning_rate=config.learning_rate) if callable(for_run) else phase
         self.objective = objective
+        self._after_step = getattr(objective, "after_step_", None)
         self.schedule = schedule
         self.generator = generator
         self.callbacks = callbacks
@@ -359,6 +360,8 @@ class TrainingLoop:
         if parallel is not None:
             parallel.average_gradients_(self.parameters)
         self.optimizer.step()
+        if self._after_step is not None:
+            self._after_step(self._model)  # e.g. a Potts RBM's gauge (training/potts_objective.py)
         self.scheduler.step()
         self.phase_state = self.phase.after_update(self._model, self.phase_state)
         self._update += 1

@@ -60,6 +60,9 @@ class Objective(Protocol):
         """Mean squared one-step mean-field reconstruction error (a 0-d tensor)."""
         ...
 
+    # An objective may also define ``after_step_(model)``, which the training loop calls after
+    # every optimiser step (a Potts RBM's objective puts the parameters back in their gauge).
+
 
 @dataclass(frozen=True, slots=True)
 class SufficientStatistics:
