@@ -9,7 +9,9 @@ statistical tolerances are in standard errors or false-alarm probabilities
 
 Joint states of a tiny model are numbered as in
 :func:`boltzlab.estimators.joint_states`: global unit ``u`` (visible units first) is bit
-``u`` of the state's code.
+``u`` of the state's code. A Potts model's categorical site of ``q`` states is one base-``q``
+digit in the same order (:func:`boltzlab.estimators.model_joint_states`); functions that take
+the model (or a :class:`SchemeCase`) number its states so.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from torch import Tensor
 
 import boltzlab as bl
 from boltzlab.estimators import joint_log_probabilities, joint_states
+from boltzlab.estimators.exact import model_joint_states, unit_radices
 from boltzlab.evaluation import group_transition_matrix, transition_matrix
+from boltzlab.models.potts_rbm import all_categorical_states
 from boltzlab.models.rbm import all_binary_states
 from tolerances import FALSE_ALARM, INVARIANCE_ATOL, MAX_Z, ROW_SUM_ATOL
 
@@ -81,7 +85,10 @@ def exact_visible_samples(model: bl.RBM, n_samples: int, *, seed: int) -> Tensor
     Shape ``(n_samples, n_visible)``, 0/1 in the model's dtype: data that the model itself would
     give, for the verdict's witness on a hand-made model (``model.set_witness(...)``).
     """
-    states = all_binary_states(model.n_visible, dtype=model.dtype)
+    if isinstance(model, bl.models.PottsRBM):
+        states = all_categorical_states(model.n_sites, model.n_states, dtype=model.dtype)
+    else:
+        states = all_binary_states(model.n_visible, dtype=model.dtype)
     probabilities = torch.softmax(-model.free_energy(states), 0)
     generator = torch.Generator().manual_seed(seed)
     return states[torch.multinomial(probabilities, n_samples, replacement=True, generator=generator)]
@@ -103,6 +110,66 @@ def tiny_rbms(dtype: torch.dtype = torch.float64) -> list[bl.RBM]:
         random_rbm(3, 2, scale=2.0, seed=2, dtype=dtype, zero_biases=True),
         random_rbm(2, 5, scale=4.0, seed=3, dtype=dtype),
     ]
+
+
+def random_potts(
+    n_sites: int,
+    n_states: int,
+    n_hidden: int,
+    *,
+    scale: float = 2.0,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+    base_rate: bool = False,
+) -> bl.models.PottsRBM:
+    """A Potts RBM with weights and fields uniform in [-scale, scale] and normal hidden biases.
+
+    ``base_rate`` fits the profile base to 40 random sequences biased towards low symbols, so
+    β < 1 is not plain energy scaling.
+    """
+    g = torch.Generator().manual_seed(seed)
+    weights = (torch.rand(n_sites, n_states, n_hidden, generator=g, dtype=torch.float64) * 2 - 1) * scale
+    fields = (torch.rand(n_sites, n_states, generator=g, dtype=torch.float64) * 2 - 1) * scale
+    hidden_bias = torch.randn(n_hidden, generator=g, dtype=torch.float64)
+    model = bl.models.PottsRBM(weights=weights, visible_bias=fields, hidden_bias=hidden_bias, dtype=dtype)
+    if base_rate:
+        skew = torch.linspace(2.0, 0.1, n_states, dtype=torch.float64).expand(n_sites, -1)
+        sequences = torch.multinomial(skew, 40, replacement=True, generator=g).T
+        model.set_base_rate(sequences)
+    return model
+
+
+def tiny_potts(dtype: torch.dtype = torch.float64) -> list[bl.models.PottsRBM]:
+    """Enumerable Potts RBMs: q = 3 (3 sites, 2 hidden, profile base) and q = 21 (2 sites, 2 hidden)."""
+    return [
+        random_potts(3, 3, 2, scale=2.5, seed=1, dtype=dtype, base_rate=True),
+        random_potts(2, 21, 2, scale=2.0, seed=2, dtype=dtype),
+    ]
+
+
+def binary_as_potts(model: bl.RBM) -> bl.models.PottsRBM:
+    """The q = 2 Potts RBM equal to a binary RBM: state 1 of each site is the unit on.
+
+    Weights, fields and base log-odds go to state 1; state 0 carries zeros. Its energy, base
+    and tempered family are the binary model's, so log Z(β) and every kernel must agree.
+    """
+    n, j = model.n_visible, model.n_hidden
+    weights = torch.zeros(n, 2, j, dtype=torch.float64)
+    weights[:, 1, :] = model.weights.detach().to(torch.float64)
+    fields = torch.zeros(n, 2, dtype=torch.float64)
+    fields[:, 1] = model.visible_bias.detach().to(torch.float64)
+    potts = bl.models.PottsRBM(
+        weights=weights,
+        visible_bias=fields,
+        hidden_bias=model.hidden_bias.detach().clone(),
+        dtype=model.dtype,
+    )
+    base = torch.zeros(n, 2, dtype=torch.float64)
+    base[:, 1] = model.base_logits.to(torch.float64)
+    with torch.no_grad():
+        potts.base_logits.copy_(base.reshape(-1).to(model.dtype))
+    potts.base_fitted = model.base_fitted
+    return potts
 
 
 def random_dbm(
@@ -183,11 +250,27 @@ def chains_for(model: bl.RBM, beta: float, *, seed: int = 0, n_chains: int = N_C
     return model.init_chains(n_chains, generator=torch.Generator().manual_seed(seed)).with_beta(beta)
 
 
-def state_codes(layers: tuple[Tensor, ...]) -> Tensor:
-    """Code of each row's joint state (bit ``u`` = global unit ``u``), shape ``(n_chains,)``."""
-    bits = torch.cat(layers, dim=1).to(torch.int64)
-    weights = 2 ** torch.arange(bits.shape[1], dtype=torch.int64, device=bits.device)
-    return (bits * weights).sum(1).cpu()
+def state_codes(layers: tuple[Tensor, ...], model: Any = None) -> Tensor:
+    """Code of each row's joint state, shape ``(n_chains,)``.
+
+    Bit ``u`` = global unit ``u``; with a ``model`` that has categorical layers, the mixed
+    radix of :func:`boltzlab.estimators.model_joint_states` (one base-``q`` digit per site).
+    """
+    if model is None or "categorical" not in (getattr(model, "layer_kinds", None) or ()):
+        bits = torch.cat(layers, dim=1).to(torch.int64)
+        weights = 2 ** torch.arange(bits.shape[1], dtype=torch.int64, device=bits.device)
+        return (bits * weights).sum(1).cpu()
+    codes = torch.zeros(layers[0].shape[0], dtype=torch.int64)
+    place = 1
+    for layer, unit, q in unit_radices(model):
+        values = layers[layer].cpu()
+        if model.layer_kinds[layer] == "categorical":
+            digit = values[:, unit * q : (unit + 1) * q].argmax(1)
+        else:
+            digit = values[:, unit].to(torch.int64)
+        codes += digit * place
+        place *= q
+    return codes
 
 
 def run_scheme(scheme: Any, model: Any, *, n_chains: int, n_steps: int, seed: int) -> tuple[Any, list]:
@@ -270,9 +353,11 @@ def exact_distribution(model: Any, n_layers: int) -> Tensor:
     p = joint_log_probabilities(model).exp()
     if n_layers == len(model.layer_sizes):
         return p
-    layers = joint_states(model.layer_sizes)
-    codes = state_codes(layers[:n_layers])
-    return torch.zeros(2 ** sum(model.layer_sizes[:n_layers]), dtype=torch.float64).index_add_(0, codes, p)
+    layers = model_joint_states(model)
+    # The leading layers' digits come first, so their code is the joint code modulo their count.
+    n_leading = math.prod(q for layer, _, q in unit_radices(model) if layer < n_layers)
+    codes = state_codes(layers, model) % n_leading
+    return torch.zeros(n_leading, dtype=torch.float64).index_add_(0, codes, p)
 
 
 def assert_exact_samples(
@@ -288,7 +373,10 @@ def assert_exact_samples(
     """
     p = exact_distribution(model, len(layers))
     n = layers[0].shape[0]
-    counts = torch.bincount(state_codes(layers), minlength=p.numel()).to(torch.float64)
+    padded = tuple(layers) + tuple(
+        torch.zeros(n, size, dtype=layers[0].dtype) for size in model.layer_sizes[len(layers) :]
+    )
+    counts = torch.bincount(state_codes(padded, model) % p.numel(), minlength=p.numel()).to(torch.float64)
     distance = 0.5 * float((counts / n - p).abs().sum())
     bound = total_variation_bound(p, n)
     assert distance < bound, f"{label}: TV {distance:.4f} from the exact distribution exceeds {bound:.4f}"
@@ -338,13 +426,13 @@ def check_operator_exact(
         beta = betas[1] if len(betas) > 1 else betas[0]
         matrix = transition_matrix(model, operator, beta=beta)
         start = model.init_chains(1, generator=torch.Generator().manual_seed(5))
-        start_code = int(state_codes(start.layers)[0])
+        start_code = int(state_codes(start.layers, model)[0])
         chains = bl.Chains(
             layers=tuple(layer.expand(n_monte_carlo, -1).clone() for layer in start.layers),
             beta=torch.full((n_monte_carlo,), beta, dtype=model.dtype),
         )
         moved, _ = operator.step(model, chains, generator=torch.Generator().manual_seed(11))
-        counts = torch.bincount(state_codes(moved.layers), minlength=matrix.shape[0])
+        counts = torch.bincount(state_codes(moved.layers, model), minlength=matrix.shape[0])
         assert_counts_match(counts, matrix[start_code], label=f"{operator!r} at beta={beta}")
 
     # 3. Contract of step().
@@ -391,7 +479,11 @@ class SchemeCase:
     @cached_property
     def layers(self) -> tuple[Tensor, ...]:
         """Every joint state, as layers of shape ``(n_states, n_units_of_layer)``."""
-        return joint_states(self.model.layer_sizes)
+        return model_joint_states(self.model)
+
+    def codes(self, layers: tuple[Tensor, ...]) -> Tensor:
+        """The enumerated state of every row of ``layers`` (:func:`state_codes` for this model)."""
+        return state_codes(layers, self.model)
 
     @property
     def n_states(self) -> int:
@@ -418,12 +510,13 @@ class SchemeCase:
     def _kept(self) -> Tensor:
         """Code of the kept (not summed-out) units of every joint state."""
         summed = set(self.model.update_groups[0])
-        bits = [
-            torch.full((size,), index not in summed, dtype=torch.bool)
-            for index, size in enumerate(self.model.layer_sizes)
-        ]
-        mask = int((torch.cat(bits).to(torch.int64) * 2 ** torch.arange(sum(self.model.layer_sizes))).sum())
-        return torch.arange(self.n_states, dtype=torch.int64) & mask
+        codes = torch.arange(self.n_states, dtype=torch.int64)
+        kept, place = torch.zeros_like(codes), 1
+        for layer, _, q in unit_radices(self.model):
+            if layer not in summed:
+                kept += (torch.div(codes, place, rounding_mode="floor") % q) * place
+            place *= q
+        return kept
 
     def marginal_log_f(self, level: int) -> Tensor:
         """Summed-out ``log f_β`` (the summed-out layers marginalised) of every joint state."""
@@ -468,6 +561,24 @@ def scheme_cases(
             betas = tuple(float(beta) for beta in ladder)
             cases.append(SchemeCase(model=model, betas=betas, label=f"{kind}, betas={betas}"))
     return cases
+
+
+def potts_scheme_cases(
+    ladders: Sequence[Sequence[float]] = ((0.3, 1.0), (0.0, 0.5, 1.0)),
+) -> list[SchemeCase]:
+    """Tiny Potts RBMs with every ladder: 2 sites of q = 3 with 1 hidden unit and a fitted
+    profile base (18 joint states), and 1 site of q = 4 with 2 hidden units (16 states)."""
+    models = [
+        (random_potts(2, 3, 1, scale=2.5, seed=31, base_rate=True), "2x3-state Potts, 1 hidden"),
+        (random_potts(1, 4, 2, scale=2.5, seed=32), "1x4-state Potts, 2 hidden"),
+    ]
+    return [
+        SchemeCase(
+            model=model, betas=tuple(float(beta) for beta in ladder), label=f"{kind}, betas={tuple(ladder)}"
+        )
+        for model, kind in models
+        for ladder in ladders
+    ]
 
 
 def default_scheme_cases() -> list[SchemeCase]:
@@ -707,7 +818,7 @@ def place_simulated_tempering(state: Any, case: SchemeCase, index: int) -> Any:
 
 def locate_simulated_tempering(state: Any, case: SchemeCase) -> Tensor:
     """Inverse of :func:`place_simulated_tempering`: ``(k·S + x)·S + y`` of every chain."""
-    current, stored = state_codes(state.chains.layers), state_codes(state.last_target.layers)
+    current, stored = case.codes(state.chains.layers), case.codes(state.last_target.layers)
     return (state.levels.cpu() * case.n_states + current) * case.n_states + stored
 
 

@@ -72,7 +72,7 @@ def test_lower_bound_from_data_starts_at_the_rows_and_is_reproducible():
 def test_lower_bound_refuses_models_it_cannot_bound():
     dbm = bl.DBM(layer_sizes=[4, 3, 2], generator=0)
     assert not supports_lower_bound(dbm)
-    with pytest.raises(TypeError, match="binary RBM"):
+    with pytest.raises(TypeError, match="binary or Potts RBM"):
         certified_lower_bound(dbm)
 
 

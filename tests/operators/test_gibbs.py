@@ -5,7 +5,7 @@ import torch
 import boltzlab as bl
 from boltzlab.estimators import joint_log_probabilities
 from boltzlab.evaluation import unit_transition_matrix
-from harness import check_operator_exact, tiny_rbms
+from harness import binary_as_potts, check_operator_exact, tiny_potts, tiny_rbms
 
 
 def test_gibbs_exact():
@@ -22,3 +22,18 @@ def test_single_unit_gibbs_detailed_balance():
                 for unit in range(size):
                     flow = p[:, None] * unit_transition_matrix(model, operator, layer, unit, beta=beta)
                     assert torch.allclose(flow, flow.T, atol=1e-14)
+
+
+def test_gibbs_exact_on_potts_models():
+    # q = 3 and q = 21 categorical sites: p·T = p at every β, and the sampler draws the rows.
+    check_operator_exact(bl.operators.get("gibbs"), models=tiny_potts())
+
+
+def test_gibbs_on_q2_potts_is_the_binary_kernel():
+    # A q = 2 Potts RBM with state 1 as "on" is the binary RBM: the same exact sweep matrix.
+    for model in tiny_rbms():
+        potts = binary_as_potts(model)
+        for beta in (1.0, 0.4):
+            binary = bl.evaluation.transition_matrix(model, bl.operators.get("gibbs"), beta=beta)
+            categorical = bl.evaluation.transition_matrix(potts, bl.operators.get("gibbs"), beta=beta)
+            assert (binary - categorical).abs().max().item() < 1e-12

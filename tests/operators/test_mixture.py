@@ -5,7 +5,7 @@ import torch
 
 import boltzlab as bl
 from boltzlab.errors import ValidationError
-from harness import check_operator_exact
+from harness import binary_as_potts, check_operator_exact, tiny_potts, tiny_rbms
 
 
 def test_mixture_exact():
@@ -31,3 +31,20 @@ def test_registry_errors_are_clear():
         assert name in str(error.value)
     with pytest.raises(ValidationError, match="alpha"):
         bl.operators.get("mixture", alpha=2.0)
+
+
+def test_mixture_exact_on_potts_models():
+    # q = 3 and q = 21 categorical sites: p·T = p at every β, and the sampler draws the rows.
+    check_operator_exact(bl.operators.get("mixture", alpha=0.3), models=tiny_potts())
+
+
+def test_mixture_on_q2_potts_is_the_binary_kernel():
+    # A q = 2 Potts RBM with state 1 as "on" is the binary RBM: the same exact sweep matrix.
+    for model in tiny_rbms():
+        potts = binary_as_potts(model)
+        for beta in (1.0, 0.4):
+            binary = bl.evaluation.transition_matrix(model, bl.operators.get("mixture", alpha=0.3), beta=beta)
+            categorical = bl.evaluation.transition_matrix(
+                potts, bl.operators.get("mixture", alpha=0.3), beta=beta
+            )
+            assert (binary - categorical).abs().max().item() < 1e-12

@@ -29,10 +29,10 @@ from harness import (
     locate_simulated_tempering,
     multimodal_rbm,
     place_simulated_tempering,
+    potts_scheme_cases,
     random_rbm,
     scheme_cases,
     simulated_tempering_kernel,
-    state_codes,
 )
 from tolerances import INVARIANCE_ATOL
 
@@ -82,7 +82,7 @@ def place(state, case: SchemeCase, index: int):
 
 
 def locate(state, case: SchemeCase) -> torch.Tensor:
-    return locate_simulated_tempering(state.fast, case) * case.n_states + state_codes(state.slow.layers)
+    return locate_simulated_tempering(state.fast, case) * case.n_states + case.codes(state.slow.layers)
 
 
 def test_coupled_kernel_is_exact_and_the_sampler_follows_it():
@@ -92,6 +92,16 @@ def test_coupled_kernel_is_exact_and_the_sampler_follows_it():
         place=place,
         locate=locate,
         cases=CASES,
+    )
+
+
+def test_potts_models_coupled_kernel_and_sampler():
+    check_scheme_exact(
+        lambda operator, case: CAST(operator, case.betas, lag=2, gamma=0.0, log_weights=case.log_z()),
+        cast_exact,
+        place=place,
+        locate=locate,
+        cases=potts_scheme_cases(ladders=((0.3, 1.0),))[:1],
     )
 
 

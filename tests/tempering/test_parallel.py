@@ -29,6 +29,7 @@ from harness import (
     bimodal_rbm,
     check_scheme_exact,
     check_scheme_round_trip,
+    potts_scheme_cases,
     random_rbm,
     run_scheme,
     scheme_cases,
@@ -109,7 +110,7 @@ def place(state, case: SchemeCase, index: int):
 
 
 def locate(state, case: SchemeCase) -> torch.Tensor:
-    per_level = state_codes(state.chains.layers).view(case.n_levels, -1)
+    per_level = case.codes(state.chains.layers).view(case.n_levels, -1)
     index = torch.zeros(per_level.shape[1], dtype=torch.int64)
     for codes in per_level:
         index = index * case.n_states + codes
@@ -124,6 +125,18 @@ def test_exact_kernel_leaves_the_product_invariant_and_the_sampler_follows_it(pa
         place=place,
         locate=locate,
         cases=CASES,
+    )
+
+
+def test_potts_models_exact_kernel_and_sampler():
+    # Categorical (Potts) visible units: swaps on the summed-out densities and the categorical
+    # sweeps keep the product of the tempered Potts distributions.
+    check_scheme_exact(
+        lambda operator, case: ParallelTempering(operator, case.betas),
+        pt_exact("alternating", 1),
+        place=place,
+        locate=locate,
+        cases=potts_scheme_cases(ladders=((0.3, 1.0),)),
     )
 
 

@@ -32,6 +32,7 @@ from harness import (
     locate_simulated_tempering,
     multimodal_rbm,
     place_simulated_tempering,
+    potts_scheme_cases,
     random_rbm,
     scheme_cases,
     simulated_tempering_kernel,
@@ -60,6 +61,22 @@ def test_exact_kernel_leaves_the_joint_target_invariant_and_the_sampler_follows_
         ),
         place=place_simulated_tempering,
         locate=locate_simulated_tempering,
+    )
+
+
+@pytest.mark.parametrize("level_move", ["metropolis", "gibbs"])
+def test_potts_models_exact_kernel_and_sampler(level_move):
+    # Categorical (Potts) visible units: the same joint target, kernel and sampled rows.
+    check_scheme_exact(
+        lambda operator, case: SimulatedTempering(
+            operator, case.betas, log_weights=case.log_z(), level_move=level_move
+        ),
+        lambda operator, case: simulated_tempering_kernel(
+            operator, case, case.log_z(), level_move=level_move
+        ),
+        place=place_simulated_tempering,
+        locate=locate_simulated_tempering,
+        cases=potts_scheme_cases(),
     )
 
 

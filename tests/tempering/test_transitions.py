@@ -27,10 +27,10 @@ from harness import (
     bimodal_rbm,
     check_scheme_exact,
     check_scheme_round_trip,
+    potts_scheme_cases,
     random_rbm,
     run_scheme,
     scheme_cases,
-    state_codes,
 )
 from tolerances import MAX_Z
 
@@ -85,7 +85,17 @@ def place(state, case: SchemeCase, index: int):
 
 
 def locate(state, case: SchemeCase) -> torch.Tensor:
-    return state_codes(state.chains.layers)
+    return case.codes(state.chains.layers)
+
+
+def test_potts_models_one_move_is_reversible_and_the_sampler_follows_it():
+    check_scheme_exact(
+        lambda operator, case: TemperedTransitions(operator, case.betas),
+        tt_exact,
+        place=place,
+        locate=locate,
+        cases=potts_scheme_cases(),
+    )
 
 
 def test_one_move_is_reversible_and_the_sampler_follows_it():

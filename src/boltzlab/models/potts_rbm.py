@@ -519,10 +519,13 @@ class PottsRBM(WitnessRows, BaseRateModel, BipartiteModel, nn.Module):
                     dtype=torch.float64,
                     device=self.device,
                 )
-                yield self._visible_log_f64(v, beta)
+                yield self.visible_log_f(v, beta)
 
-    def _visible_log_f64(self, v: Tensor, beta: float) -> Tensor:
-        """``log f_β(v)`` in float64 throughout (the enumeration's precision); shape ``(n,)``."""
+    def visible_log_f(self, v: Tensor, beta: float = 1.0) -> Tensor:
+        """``log f_β(v)`` of one-hot rows ``(n, L·q)``, hidden units summed out, in float64
+        throughout (the precision of enumeration and of the certified bound); shape ``(n,)``."""
+        beta = float(beta)
+        v = v.to(torch.float64)
         weights = self.weights.detach().to(torch.float64)
         c = self.hidden_bias.detach().to(torch.float64)
         g = self.visible_bias.detach().to(torch.float64)

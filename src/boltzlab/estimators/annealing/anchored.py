@@ -231,7 +231,7 @@ def anchored_ais(
         },
         "anchored-ais",
     )
-    if not supports_lower_bound(model):
+    if not (supports_lower_bound(model) and isinstance(model, RBM)):
         raise ValidationError(
             f"anchored-ais sums the states of one layer exactly and needs a binary RBM, got "
             f"{type(model).__name__}; use method='ais'"

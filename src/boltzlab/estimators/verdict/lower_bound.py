@@ -2,7 +2,8 @@
 
 For a binary RBM the unnormalised marginal of one layer, with the other summed out exactly,
 is cheap: ``log f(h) = c·h + Σ_i softplus(b_i + (W h)_i)`` and ``log f(v) = b·v + Σ_j
-softplus(c_j + (vᵀW)_j)``. ``Z`` is the sum of ``f`` over every state of that layer, so the
+softplus(c_j + (vᵀW)_j)``; for a Potts RBM each categorical site sums out as a log-sum-exp
+over its states (:meth:`~boltzlab.models.potts_rbm.PottsRBM.hidden_log_f`). ``Z`` is the sum of ``f`` over every state of that layer, so the
 sum over *any* set of distinct states is a lower bound on ``Z``, with no randomness in the
 inequality: whatever the chains did, ``log Σ_{s ∈ visited} f(s) ≤ log Z``. An estimate that
 falls below this bound by more than 3 of its standard errors is wrong, full stop — which is how a
@@ -31,6 +32,7 @@ from torch.nn.functional import softplus
 
 from boltzlab import distributed, progress
 from boltzlab.chains import Chains
+from boltzlab.models.potts_rbm import PottsRBM
 from boltzlab.models.rbm import RBM
 from boltzlab.operators import resolve
 from boltzlab.rng import resolve_generator
@@ -81,8 +83,16 @@ class LowerBound:
 
 
 def supports_lower_bound(model: Any) -> bool:
-    """Whether :func:`certified_lower_bound` can bound ``model`` (binary-binary RBMs)."""
-    return isinstance(model, RBM)
+    """Whether :func:`certified_lower_bound` can bound ``model`` (binary and Potts RBMs)."""
+    return isinstance(model, (RBM, PottsRBM))
+
+
+def bound_layer(model: RBM | PottsRBM) -> str:
+    """The layer whose visited states are summed: the one with fewer states (``2^J`` against
+    ``2^D``, or ``q^L`` for categorical sites)."""
+    if isinstance(model, PottsRBM):
+        return "hidden" if model.n_hidden <= model.n_sites * math.log2(model.n_states) else "visible"
+    return "hidden" if model.n_hidden <= model.n_visible else "visible"
 
 
 def pack_rows(states: Tensor) -> Tensor:
@@ -105,8 +115,10 @@ def _unpack_rows(codes: Tensor, units: int, dtype: torch.dtype) -> Tensor:
     return bits.reshape(codes.shape[0], -1)[:, :units].to(dtype)
 
 
-def log_f_layer(model: RBM, states: Tensor, layer: str) -> Tensor:
+def log_f_layer(model: RBM | PottsRBM, states: Tensor, layer: str) -> Tensor:
     """``log f(s)`` at β = 1 of states of ``layer`` with the other layer summed out; float64."""
+    if isinstance(model, PottsRBM):  # sites summed out by a log-sum-exp each, or one-hot rows
+        return model.hidden_log_f(states) if layer == "hidden" else model.visible_log_f(states)
     weights = model.weights.detach().to(torch.float64)
     b = model.visible_bias.detach().to(torch.float64)
     c = model.hidden_bias.detach().to(torch.float64)
@@ -239,12 +251,12 @@ def visited_states(
     Parameters as :func:`certified_lower_bound`, which sums these states.
     """
     if not supports_lower_bound(model):
-        raise TypeError(f"the visited-state sum needs a binary RBM, got {type(model).__name__}")
+        raise TypeError(f"the visited-state sum needs a binary or Potts RBM, got {type(model).__name__}")
     n_chains = check_positive_int(n_chains, "n_chains")
     n_sweeps = int(n_sweeps)
     transition = resolve(operator)
     generator = resolve_generator(generator, model.device)
-    layer = "hidden" if model.n_hidden <= model.n_visible else "visible"
+    layer = bound_layer(model)
     index = 1 if layer == "hidden" else 0
     with torch.no_grad():
         if data is not None:
