@@ -32,7 +32,7 @@ import boltzlab as bl
 from boltzlab.estimators import joint_log_probabilities, joint_states
 from boltzlab.estimators.exact import model_joint_states, unit_radices
 from boltzlab.evaluation import group_transition_matrix, transition_matrix
-from boltzlab.models.potts_rbm import all_categorical_states
+from boltzlab.models.categorical import all_categorical_states
 from boltzlab.models.rbm import all_binary_states
 from tolerances import FALSE_ALARM, INVARIANCE_ATOL, MAX_Z, ROW_SUM_ATOL
 
@@ -145,6 +145,31 @@ def tiny_potts(dtype: torch.dtype = torch.float64) -> list[bl.models.PottsRBM]:
         random_potts(3, 3, 2, scale=2.5, seed=1, dtype=dtype, base_rate=True),
         random_potts(2, 21, 2, scale=2.0, seed=2, dtype=dtype),
     ]
+
+
+def random_potts_dbm(
+    n_sites: int,
+    n_states: int,
+    hidden_sizes: tuple[int, ...],
+    *,
+    scale: float = 2.0,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+    base_rate: bool = True,
+) -> bl.models.PottsDBM:
+    """A Potts DBM with weights uniform in [-scale, scale] and normal biases (profile base by default)."""
+    g = torch.Generator().manual_seed(seed)
+    sizes = (n_sites * n_states, *hidden_sizes)
+    weights = [
+        (torch.rand(sizes[index], sizes[index + 1], generator=g, dtype=torch.float64) * 2 - 1) * scale
+        for index in range(len(sizes) - 1)
+    ]
+    biases = [torch.randn(size, generator=g, dtype=torch.float64) for size in sizes]
+    model = bl.models.PottsDBM(weights=weights, biases=biases, n_states=n_states, dtype=dtype)
+    if base_rate:
+        skew = torch.linspace(2.0, 0.1, n_states, dtype=torch.float64).expand(n_sites, -1)
+        model.set_base_rate(torch.multinomial(skew, 40, replacement=True, generator=g).T)
+    return model
 
 
 def binary_as_potts(model: bl.RBM) -> bl.models.PottsRBM:

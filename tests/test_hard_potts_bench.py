@@ -17,11 +17,13 @@ def test_tiny_preset_scores_every_potts_estimator(shared_data: Path, tmp_path: P
     arguments = ["--preset", "tiny", "--data-root", str(shared_data), "--cache", str(tmp_path / "cache")]
     arguments += ["--out", str(tmp_path / "out"), "--methods", "exact", "ais", "rts", "mbar"]
     rows = bench.main(arguments)
-    columns, written = read_csv(tmp_path / "out" / "hard_potts.csv")
+    _, written = read_csv(tmp_path / "out" / "hard_potts.csv")
     assert len(written) == len(rows) == 2 * 4  # CD-1 and constant-rate PCD, four methods
     assert all(row["exception"] == "" for row in written), [row["exception"] for row in written]
     for row in written:
-        assert math.isclose(float(row["log_z"]) - float(row["exact_log_z"]), float(row["error"]), abs_tol=1e-9)
+        assert math.isclose(
+            float(row["log_z"]) - float(row["exact_log_z"]), float(row["error"]), abs_tol=1e-9
+        )
         assert row["confident_miss"] in ("False", "")
         if row["method"] != "exact":
             assert row["verdict"] in ("reliable", "unreliable", "unchecked")

@@ -16,7 +16,7 @@ from boltzlab.data.sequences import read_sequence_lines
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.exact import model_joint_states
 from boltzlab.models import PottsRBM
-from boltzlab.models.potts_rbm import all_categorical_states, as_one_hot
+from boltzlab.models.categorical import all_categorical_states, as_one_hot
 from harness import binary_as_potts, random_potts, random_rbm, tiny_potts
 
 
@@ -56,7 +56,7 @@ def test_the_conditionals_are_the_joint_density_normalised():
     logits = model.conditional_logits(0, layers, beta).view(-1, 2, 3)
     log_f = model.log_f(layers, 0.6)
     # Site 0 of state s changes with the first digit: states s, s ± 1, s ± 2 share the rest.
-    digit = (torch.arange(log_f.numel()) % 3)
+    digit = torch.arange(log_f.numel()) % 3
     rows = torch.arange(log_f.numel()) - digit
     block = torch.stack([log_f[rows + k] for k in range(3)], 1)
     assert torch.allclose(torch.log_softmax(logits[:, 0], 1), torch.log_softmax(block, 1), atol=1e-10)

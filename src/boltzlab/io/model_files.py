@@ -116,7 +116,9 @@ def save_model(model: nn.Module, path: str | Path, *, metadata: Mapping[str, Any
         An unknown model kind, non-finite parameters, or metadata that is not JSON-serialisable;
         nothing is written then.
     """
-    kind = next((kind for kind in MODEL_KINDS.values() if isinstance(model, kind.model_class)), None)
+    # The most specific kind: a Potts DBM is a DBM too, and must be saved as itself.
+    kinds = [kind for kind in MODEL_KINDS.values() if isinstance(model, kind.model_class)]
+    kind = next((k for k in kinds if all(issubclass(k.model_class, o.model_class) for o in kinds)), None)
     if kind is None:
         known = ", ".join(kind.model_class.__name__ for kind in MODEL_KINDS.values())
         raise ValidationError(

@@ -16,6 +16,7 @@ from boltzlab.models.mean_field import (
     variational_lower_bound,
     variational_lower_bound_per_example,
 )
+from boltzlab.models.potts_dbm import PottsDBM
 from boltzlab.models.potts_rbm import PottsRBM
 from boltzlab.models.rbm import RBM, all_binary_states
 from boltzlab.models.toy import GaussianMixtureFamily
@@ -27,6 +28,7 @@ __all__ = [
     "GaussianRBM",
     "MarginalTerms",
     "MeanFieldResult",
+    "PottsDBM",
     "PottsRBM",
     "TemperedModel",
     "all_binary_states",

@@ -17,6 +17,7 @@ and ``offset`` the summed layers' scaled biases (``(1 − β)·b^A`` added on th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -24,7 +25,8 @@ import torch
 from torch import Tensor
 
 from boltzlab.models.base_rate import base_rate_log_norm
-from boltzlab.models.rbm import enumerate_softplus_sums
+from boltzlab.models.rbm import all_binary_states, enumerate_softplus_sums
+from boltzlab.numerics import softplus
 from boltzlab.validation import require
 
 __all__ = ["DBMParameters64"]
@@ -32,6 +34,8 @@ __all__ = ["DBMParameters64"]
 # The enumerated units: 2^40 states is the most a run can sum, 2^24 per example for log p(v).
 _MAX_ENUMERATED = 40
 _MAX_ENUMERATED_PER_EXAMPLE = 24
+# Terms per chunk of the categorical enumeration (8 MB of float64).
+_CHUNK_TERMS = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +55,8 @@ class DBMParameters64:
     weights: tuple[Tensor, ...]
     biases: tuple[Tensor, ...]
     base_logits: Tensor
+    #: ``q`` when the visible layer is ``L`` categorical sites held one-hot (a Potts DBM), else None.
+    visible_states: int | None = None
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -64,8 +70,15 @@ class DBMParameters64:
         return tuple(range(1, n_layers, 2)), tuple(range(0, n_layers, 2))
 
     def base_log_norm(self) -> Tensor:
-        """``log`` of the base's normaliser, every hidden unit uniform; 0-dim float64."""
-        return base_rate_log_norm(self.base_logits, sum(self.sizes[1:]))
+        """``log`` of the base's normaliser, every hidden unit uniform; 0-dim float64.
+
+        A binary visible unit contributes ``softplus(b^A_i)``, a categorical site
+        ``logsumexp_a b^A_ia``.
+        """
+        if self.visible_states is None:
+            return base_rate_log_norm(self.base_logits, sum(self.sizes[1:]))
+        sites = self.base_logits.view(-1, self.visible_states)
+        return torch.logsumexp(sites, 1).sum() + sum(self.sizes[1:]) * math.log(2.0)
 
     def coupling(self, rows: Sequence[int], columns: Sequence[int]) -> Tensor:
         """Block matrix of the weights from layers ``rows`` to layers ``columns``; float64.
@@ -106,6 +119,12 @@ def enumerate_parity_log_f(
     )
     sizes = parameters.sizes
     odd, even = parameters.parities
+    if parameters.visible_states is not None:
+        # Categorical sites are not bits: the odd layers are enumerated and the even ones,
+        # the sites among them, summed out (a log-sum-exp per site).
+        require(enumerated in ("auto", "odd"), "a Potts DBM enumerates its odd layers (enumerated='odd')")
+        yield from _enumerate_odd_categorical(parameters, beta, chunk_states=chunk_states)
+        return
     if enumerated == "auto":
         enumerated = "odd" if sum(sizes[i] for i in odd) < sum(sizes[i] for i in even) else "even"
     rows, columns = (even, odd) if enumerated == "even" else (odd, even)
@@ -128,6 +147,38 @@ def enumerate_parity_log_f(
         -(1.0 - beta) * float(parameters.base_log_norm()),
         chunk_states=chunk_states,
     )
+
+
+def _enumerate_odd_categorical(
+    parameters: DBMParameters64, beta: float, *, chunk_states: int | None
+) -> Iterator[Tensor]:
+    """``log f_β`` of every state of the odd layers, the even ones summed out, the visible
+    layer being categorical sites: softplus for an even hidden unit, a log-sum-exp over the
+    ``q`` states of a site (its input ``β(g + …) + (1 − β) b^A``); float64 chunks."""
+    sizes, biases, q = parameters.sizes, parameters.biases, parameters.visible_states
+    assert q is not None
+    odd, even = parameters.parities
+    n_odd = sum(sizes[i] for i in odd)
+    require(
+        n_odd <= _MAX_ENUMERATED,
+        f"exact enumeration of a Potts DBM's odd layers needs at most {_MAX_ENUMERATED} units, got {n_odd}",
+    )
+    coupling = beta * parameters.coupling(odd, even)
+    offset = torch.cat(
+        [beta * biases[0] + (1.0 - beta) * parameters.base_logits, *(beta * biases[i] for i in even[1:])]
+    )
+    linear = beta * torch.cat([biases[i] for i in odd])
+    constant = -(1.0 - beta) * float(parameters.base_log_norm())
+    n_visible = sizes[0]
+    if chunk_states is None:
+        chunk_states = max(1, _CHUNK_TERMS // max(offset.numel(), 1))
+    for start in range(0, 2**n_odd, chunk_states):
+        states = all_binary_states(
+            n_odd, start=start, stop=min(2**n_odd, start + chunk_states), device=coupling.device
+        )
+        inputs = torch.addmm(offset, states, coupling)
+        sites = torch.logsumexp(inputs[:, :n_visible].reshape(states.shape[0], -1, q), 2).sum(1)
+        yield constant + states @ linear + sites + softplus(inputs[:, n_visible:]).sum(1)
 
 
 def visible_log_f(parameters: DBMParameters64, v: Tensor, beta: float) -> Tensor:

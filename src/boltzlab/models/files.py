@@ -279,3 +279,53 @@ def dbm_kind(model_class: type[Any]) -> ModelKind:
         expected_shapes=_dbm_expected_shapes,
         build=build,
     )
+
+
+def _potts_dbm_tensors(model: Any) -> dict[str, Tensor]:
+    tensors = _dbm_tensors(model)
+    sites, states = model.n_sites, model.n_states
+    tensors["weights.0"] = tensors["weights.0"].detach().reshape(sites, states, -1)
+    tensors["biases.0"] = tensors["biases.0"].detach().reshape(sites, states)
+    tensors["base_logits"] = tensors["base_logits"].reshape(sites, states)
+    return tensors
+
+
+def _potts_dbm_expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """A DBM file's names and shapes with the visible tensors of shape ``(L, q, …)``."""
+    first = shapes.get("weights.0")
+    if first is None or len(first) != 3 or min(first) < 1 or first[1] < 2:
+        raise ValueError(
+            f"tensor 'weights.0' has shape {first}, expected (n_sites, n_states, n_1) with n_states >= 2"
+        )
+    sites, states, _ = first
+    flat = dict(shapes)
+    flat["weights.0"] = (sites * states, first[2])
+    expected = _dbm_expected_shapes(flat)
+    expected["weights.0"] = first
+    expected["biases.0"] = (sites, states)
+    expected["base_logits"] = (sites, states)
+    return expected
+
+
+def potts_dbm_kind(model_class: type[Any]) -> ModelKind:
+    """The ``"potts-dbm"`` file kind: a DBM's tensors, the visible ones with their site and state axes."""
+
+    def build(tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.device) -> Any:
+        n_weights = sum(name.startswith("weights.") for name in tensors)
+        model = model_class(
+            weights=[tensors[f"weights.{index}"] for index in range(n_weights)],
+            biases=[tensors[f"biases.{index}"] for index in range(n_weights + 1)],
+            dtype=dtype,
+            device=device,
+        )
+        with torch.no_grad():
+            model.base_logits.copy_(tensors["base_logits"].reshape(-1).to(device=device, dtype=dtype))
+        return model
+
+    return ModelKind(
+        name="potts-dbm",
+        model_class=model_class,
+        tensors=_potts_dbm_tensors,
+        expected_shapes=_potts_dbm_expected_shapes,
+        build=build,
+    )

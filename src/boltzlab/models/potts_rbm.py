@@ -48,154 +48,38 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
 from boltzlab import gemm
-from boltzlab.data.sequences import Alignment, Alphabet, get_alphabet
+from boltzlab.data.sequences import Alphabet, get_alphabet
 from boltzlab.errors import ValidationError
 from boltzlab.io import register_model_kind
 from boltzlab.models.base import MarginalTerms, all_ones, log_f_marginal
 from boltzlab.models.base_rate import BaseRateModel
 from boltzlab.models.bipartite import BipartiteModel
+from boltzlab.models.categorical import (
+    CategoricalVisible,
+    all_categorical_states,
+    gauge_visible_coupling_,
+    logsumexp_sites,
+)
 from boltzlab.models.files import potts_rbm_kind
 from boltzlab.models.parameters import check_dtype
 from boltzlab.models.rbm import _chunk_terms, all_binary_states
-from boltzlab.models.witness import DEFAULT_WITNESS_ROWS, WitnessRows
+from boltzlab.models.witness import WitnessRows
 from boltzlab.numerics import softplus
-from boltzlab.rng import sample_categorical
 from boltzlab.validation import check_device, check_positive_int, require
 
-__all__ = [
-    "DEFAULT_PSEUDOCOUNT",
-    "PottsRBM",
-    "all_categorical_states",
-    "as_one_hot",
-    "one_hot_indices",
-]
+# all_categorical_states lives in boltzlab.models.categorical; it stays importable from here.
+__all__ = ["PottsRBM", "all_categorical_states"]
 
-#: Pseudocount λ of the profile base: ``f = (1 − λ)·frequencies + λ/q`` (every ``b^A`` finite).
-DEFAULT_PSEUDOCOUNT = 0.05
 # The most states an enumeration may visit (either side): 2^40, as for the binary RBM.
 _MAX_ENUMERATED_BITS = 40
 
 
-def all_categorical_states(
-    n_sites: int,
-    n_states: int,
-    *,
-    start: int = 0,
-    stop: int | None = None,
-    dtype: torch.dtype = torch.float64,
-    device: str | torch.device = "cpu",
-) -> Tensor:
-    """Rows ``start..stop-1`` of the ``q^L`` sequences, one-hot; shape ``(stop − start, L·q)``.
-
-    Sequence ``s`` has site ``i`` in state ``(s // q^i) mod q`` (site 0 the least significant
-    digit), so for ``q = 2`` the order is that of :func:`~boltzlab.models.rbm.all_binary_states`.
-    """
-    stop = n_states**n_sites if stop is None else stop
-    codes = torch.arange(start, stop, device=device, dtype=torch.int64)
-    powers = n_states ** torch.arange(n_sites, device=device, dtype=torch.int64)
-    indices = torch.div(codes[:, None], powers[None, :], rounding_mode="floor") % n_states
-    return one_hot_indices(indices, n_states, dtype=dtype)
-
-
-def one_hot_indices(indices: Tensor, n_states: int, *, dtype: torch.dtype = torch.float32) -> Tensor:
-    """Symbol indices ``(n, L)`` as one-hot rows ``(n, L·q)`` in ``dtype`` (same device)."""
-    n, n_sites = indices.shape
-    out = torch.zeros(n, n_sites, n_states, dtype=dtype, device=indices.device)
-    out.scatter_(2, indices.to(torch.int64)[:, :, None], 1.0)
-    return out.view(n, n_sites * n_states)
-
-
-def _as_index_matrix(data: Any, name: str) -> Tensor:
-    if isinstance(data, Alignment):
-        return data.sequences
-    if isinstance(data, Tensor):
-        tensor = data.detach()
-        if tensor.device.type == "meta":
-            raise ValidationError(f"{name} is on the 'meta' device, which holds shapes but no values")
-        return tensor
-    try:
-        return torch.as_tensor(np.asarray(data))
-    except (TypeError, ValueError) as error:
-        raise ValidationError(f"{name} could not be read as an array: {error}") from None
-
-
-def as_one_hot(
-    data: Any,
-    name: str,
-    *,
-    n_sites: int,
-    n_states: int,
-    dtype: torch.dtype = torch.float32,
-    device: str | torch.device = "cpu",
-) -> Tensor:
-    """Sequences as one-hot rows ``(n, L·q)`` of ``dtype`` on ``device`` (a copy).
-
-    Accepts an :class:`~boltzlab.data.sequences.Alignment`, symbol indices of shape
-    ``(n, L)`` (integers in ``0 … q−1``), one-hot rows ``(n, L·q)`` or ``(n, L, q)``; refuses
-    anything else with the reason.
-    """
-    if isinstance(data, Alignment):
-        require(
-            data.alphabet.q == n_states,
-            f"{name}: the alignment's alphabet has {data.alphabet.q} symbols ({data.alphabet.symbols!r}), "
-            f"the model has {n_states} states per site",
-        )
-    tensor = _as_index_matrix(data, name)
-    if tensor.dim() == 3:
-        require(
-            tuple(tensor.shape[1:]) == (n_sites, n_states),
-            f"{name} has shape {tuple(tensor.shape)}; expected (n, {n_sites}, {n_states}) one-hot",
-        )
-        tensor = tensor.reshape(tensor.shape[0], n_sites * n_states)
-    require(
-        tensor.dim() == 2,
-        f"{name} must be symbol indices (n, {n_sites}) or one-hot rows (n, {n_sites * n_states}), "
-        f"got shape {tuple(tensor.shape)}",
-    )
-    require(tensor.shape[0] > 0, f"{name} is empty (0 sequences)")
-    if tensor.dtype == torch.bool:
-        tensor = tensor.to(torch.uint8)
-    if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-        raise ValidationError(f"{name} contains NaN or infinite values")
-    width = tensor.shape[1]
-    if width == n_sites:  # symbol indices
-        values = tensor.to(torch.float64)
-        bad = values[(values < 0) | (values >= n_states) | (values != torch.round(values))]
-        if bad.numel():
-            raise ValidationError(
-                f"{name} holds symbol indices outside 0..{n_states - 1}: {bad.numel()} of them, e.g. "
-                f"{bad.flatten()[0].item()!r}; read sequences with boltzlab.data.read_fasta"
-            )
-        return one_hot_indices(tensor.to(device=device, dtype=torch.int64), n_states, dtype=dtype)
-    require(
-        width == n_sites * n_states,
-        f"{name} has {width} columns; the model expects symbol indices ({n_sites} columns, one per site) "
-        f"or one-hot rows ({n_sites * n_states} = {n_sites} sites × {n_states} states)",
-    )
-    binary = bool(((tensor == 0) | (tensor == 1)).all())
-    counts = tensor.reshape(tensor.shape[0], n_sites, n_states).sum(2)
-    if not binary or not bool((counts == 1).all()):
-        rows = torch.nonzero((counts != 1).any(1)).flatten() if binary else torch.tensor([0])
-        raise ValidationError(
-            f"{name} must be one-hot (exactly one 1 per site of {n_states} columns); row {int(rows[0])} is not"
-        )
-    return tensor.to(device=device, dtype=dtype).clone()
-
-
-def _logsumexp_sites(logits: Tensor, n_states: int) -> Tensor:
-    """``Σ_i logsumexp_a logits[:, i, a]`` of rows ``(n, L·q)``; float64 ``(n,)``."""
-    n = logits.shape[0]
-    return torch.logsumexp(logits.view(n, -1, n_states), 2).sum(1, dtype=torch.float64)
-
-
-class PottsRBM(WitnessRows, BaseRateModel, BipartiteModel, nn.Module):
+class PottsRBM(CategoricalVisible, WitnessRows, BaseRateModel, BipartiteModel, nn.Module):
     """An RBM with categorical (Potts) visible units and binary hidden units.
 
     Parameters
@@ -290,7 +174,6 @@ class PottsRBM(WitnessRows, BaseRateModel, BipartiteModel, nn.Module):
         if visible_bias is not None:
             visible_bias = torch.as_tensor(visible_bias).reshape(-1)
         self.n_states = n_states
-        self.layer_states = (n_states, 2)
         self._init_bipartite(
             n_sites * n_states,
             n_hidden,
@@ -310,11 +193,6 @@ class PottsRBM(WitnessRows, BaseRateModel, BipartiteModel, nn.Module):
 
     # ------------------------------------------------------------------ shape and symbols
     @property
-    def n_sites(self) -> int:
-        """``L``, the number of categorical sites."""
-        return self.n_visible // self.n_states
-
-    @property
     def potts_weights(self) -> Tensor:
         """``W`` as a ``(L, q, J)`` view of ``weights`` (shares its storage)."""
         return self.weights.view(self.n_sites, self.n_states, self.n_hidden)
@@ -324,34 +202,12 @@ class PottsRBM(WitnessRows, BaseRateModel, BipartiteModel, nn.Module):
         """``g`` as a ``(L, q)`` view of ``visible_bias``."""
         return self.visible_bias.view(self.n_sites, self.n_states)
 
-    @property
-    def alphabet(self) -> Alphabet | None:
-        """The states' symbols, when the model was given (or trained with) an alphabet."""
-        entry = self.metadata.get("alphabet")
-        if not isinstance(entry, dict):
-            return None
-        return Alphabet(str(entry["name"]), str(entry["symbols"]), entry.get("gap"))
-
     def extra_repr(self) -> str:
         base = "profile" if self.base_fitted else "uniform"
         return (
             f"n_sites={self.n_sites}, n_states={self.n_states}, n_hidden={self.n_hidden}, "
             f"dtype={self.dtype}, base={base}"
         )
-
-    def validate_data(self, data: Any, name: str = "data") -> Tensor:
-        """``data`` as one-hot rows ``(n, L·q)`` in the model's dtype and device (see :func:`as_one_hot`).
-
-        The hook through which the trainer, :func:`boltzlab.log_likelihood`, the estimators'
-        ``check_data`` and :func:`boltzlab.sample` accept sequences for this model.
-        """
-        return as_one_hot(
-            data, name, n_sites=self.n_sites, n_states=self.n_states, dtype=self.dtype, device=self.device
-        )
-
-    def to_indices(self, v: Tensor) -> Tensor:
-        """One-hot rows ``(n, L·q)`` as symbol indices ``(n, L)``, int64."""
-        return v.reshape(v.shape[0], self.n_sites, self.n_states).argmax(2)
 
     # ------------------------------------------------------------------ gauge
     @torch.no_grad()
@@ -362,71 +218,8 @@ class PottsRBM(WitnessRows, BaseRateModel, BipartiteModel, nn.Module):
         state is unchanged), and ``g_ia −= mean_a g_ia`` (every energy shifts by the same
         constant, so log Z shifts by it and every log-likelihood is unchanged).
         """
-        weights = self.potts_weights
-        mean = weights.mean(1, keepdim=True)
-        self.hidden_bias.add_(mean.sum((0, 1)))
-        weights.sub_(mean)
-        self.fields.sub_(self.fields.mean(1, keepdim=True))
+        gauge_visible_coupling_(self.weights, self.visible_bias, self.hidden_bias, self.n_states)
         return self
-
-    # ------------------------------------------------------------------ base
-    def set_base_rate(
-        self,
-        data: Any,
-        *,
-        smoothing: float = DEFAULT_PSEUDOCOUNT,
-        sample_weights: Tensor | None = None,
-        witness_rows: int = DEFAULT_WITNESS_ROWS,
-    ) -> PottsRBM:
-        """Fit the profile base to ``data``'s (weighted) site frequencies; returns ``self``.
-
-        ``f_i = (1 − λ)·(weighted frequencies at site i) + λ/q`` with ``λ = smoothing``, and
-        ``b^A_i = log f_i``. The pseudocount keeps every ``b^A`` finite; it changes the
-        variance of estimators, never their target. Also keeps witness rows of ``data``
-        (the verdict's missing-mass check, docs/trust.md).
-
-        Parameters
-        ----------
-        data : Alignment, indices (n, L) or one-hot (n, L·q)
-        smoothing : float in (0, 1], default 0.05
-        sample_weights : Tensor of shape (n,), optional
-            Per-sequence weights (:func:`boltzlab.data.sequence_weights`); uniform if absent.
-        witness_rows : int, default 1000
-        """
-        require(0.0 < smoothing <= 1.0, f"smoothing must be in (0, 1], got {smoothing}")
-        one_hot = self.validate_data(data, "data").to(torch.float64)
-        if sample_weights is None:
-            frequencies = one_hot.mean(0)
-        else:
-            weights = torch.as_tensor(sample_weights, dtype=torch.float64, device=one_hot.device)
-            require(
-                tuple(weights.shape) == (one_hot.shape[0],)
-                and bool((weights >= 0).all())
-                and float(weights.sum()) > 0,
-                f"sample_weights must be {one_hot.shape[0]} non-negative numbers with a positive sum",
-            )
-            frequencies = (weights @ one_hot) / weights.sum()
-        profile = (1.0 - smoothing) * frequencies + smoothing / self.n_states
-        self.set_witness(one_hot, n_rows=witness_rows)
-        with torch.no_grad():
-            self.base_logits.copy_(profile.log().to(self.dtype))
-        self.base_fitted = True
-        return self
-
-    def _base_log_norm(self) -> Tensor:
-        """``Σ_i logsumexp_a b^A_ia + J log 2``: ``log p1(x) = b^A·v − this``; 0-dim float64.
-
-        A fitted profile is normalised per site (the sum is 0); the uniform base (``b^A = 0``)
-        gives ``L log q``.
-        """
-        base = self.base_logits.detach().to(torch.float64)
-        return _logsumexp_sites(base[None, :], self.n_states)[0] + self.n_hidden * math.log(2.0)
-
-    def _base_visible(self, n_chains: int, generator: torch.Generator) -> Tensor:
-        """``n_chains`` exact draws of ``v`` from the profile base, one-hot ``(n_chains, L·q)``."""
-        probabilities = torch.softmax(self.base_logits.view(self.n_sites, self.n_states), 1)
-        expanded = probabilities.expand(n_chains, -1, -1).contiguous()
-        return sample_categorical(expanded, generator=generator).view(n_chains, self.n_visible)
 
     # ------------------------------------------------------------------ densities
     def energy(self, layers: tuple[Tensor, ...]) -> Tensor:
@@ -464,7 +257,7 @@ class PottsRBM(WitnessRows, BaseRateModel, BipartiteModel, nn.Module):
         return (
             beta * (h64 @ self.hidden_bias.detach().to(torch.float64))
             + constant
-            + _logsumexp_sites(logits, self.n_states)
+            + logsumexp_sites(logits, self.n_states)
         )
 
     # ------------------------------------------------------------------ sampling

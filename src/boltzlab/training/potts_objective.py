@@ -19,10 +19,12 @@ import torch
 from torch import Tensor
 
 from boltzlab import gemm
+from boltzlab.models.potts_dbm import PottsDBM
 from boltzlab.models.potts_rbm import PottsRBM
+from boltzlab.training.mean_field_objective import MeanFieldObjective
 from boltzlab.training.objective import RBMObjective, register_objective
 
-__all__ = ["PottsRBMObjective"]
+__all__ = ["PottsDBMObjective", "PottsRBMObjective"]
 
 
 class PottsRBMObjective(RBMObjective):
@@ -52,4 +54,14 @@ class PottsRBMObjective(RBMObjective):
         model.apply_gauge_()
 
 
+class PottsDBMObjective(MeanFieldObjective):
+    """The DBM's mean-field objective for a Potts DBM, kept in the zero-sum gauge of its sites."""
+
+    @torch.no_grad()
+    def after_step_(self, model: PottsDBM) -> None:
+        """Back to the zero-sum gauge after the optimiser's step (the distribution is unchanged)."""
+        model.apply_gauge_()
+
+
 register_objective(PottsRBM)(PottsRBMObjective)
+register_objective(PottsDBM)(PottsDBMObjective)
