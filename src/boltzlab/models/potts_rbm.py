@@ -67,7 +67,7 @@ from boltzlab.models.rbm import _chunk_terms, all_binary_states
 from boltzlab.models.witness import DEFAULT_WITNESS_ROWS, WitnessRows
 from boltzlab.numerics import softplus
 from boltzlab.rng import sample_categorical
-from boltzlab.validation import check_device, check_positive_int, require
+from boltzlab.validation import check_device, check_positive_int, check_sample_weights, require
 
 __all__ = [
     "DEFAULT_PSEUDOCOUNT",
@@ -398,13 +398,7 @@ class PottsRBM(WitnessRows, BaseRateModel, BipartiteModel, nn.Module):
         if sample_weights is None:
             frequencies = one_hot.mean(0)
         else:
-            weights = torch.as_tensor(sample_weights, dtype=torch.float64, device=one_hot.device)
-            require(
-                tuple(weights.shape) == (one_hot.shape[0],)
-                and bool((weights >= 0).all())
-                and float(weights.sum()) > 0,
-                f"sample_weights must be {one_hot.shape[0]} non-negative numbers with a positive sum",
-            )
+            weights = check_sample_weights(sample_weights, one_hot.shape[0], device=one_hot.device)
             frequencies = (weights @ one_hot) / weights.sum()
         profile = (1.0 - smoothing) * frequencies + smoothing / self.n_states
         self.set_witness(one_hot, n_rows=witness_rows)
