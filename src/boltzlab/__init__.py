@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see: the eager form of the t
     from boltzlab import data, errors, evaluation, operators, rng, tempering
     from boltzlab.chains import Chains
     from boltzlab.estimators import LogZEstimate, estimate_log_z, exact_log_z
-    from boltzlab.evaluation import log_likelihood
+    from boltzlab.evaluation import log_likelihood, pseudo_log_likelihood
     from boltzlab.models import DBM, RBM, variational_lower_bound
     from boltzlab.sampling import SampleResult, sample
     from boltzlab.training import TrainResult, train
@@ -38,6 +38,7 @@ __all__ = [
     "exact_log_z",
     "log_likelihood",
     "operators",
+    "pseudo_log_likelihood",
     "rng",
     "sample",
     "tempering",
@@ -57,6 +58,7 @@ _EXPORTS: dict[str, str | None] = {
     "estimate_log_z": "boltzlab.estimators",
     "exact_log_z": "boltzlab.estimators",
     "log_likelihood": "boltzlab.evaluation",
+    "pseudo_log_likelihood": "boltzlab.evaluation",
     "SampleResult": "boltzlab.sampling",
     "sample": "boltzlab.sampling",
     "TrainResult": "boltzlab.training",

@@ -23,6 +23,7 @@ __all__ = [
     "check_nonnegative_int",
     "check_positive_int",
     "check_probability",
+    "check_sample_weights",
     "require",
 ]
 
@@ -54,6 +55,45 @@ def check_probability(value: Any, name: str) -> float:
     if not 0.0 <= number <= 1.0:
         raise ValidationError(f"{name} must be in [0, 1], got {number}")
     return number
+
+
+def check_sample_weights(
+    weights: Any, n_examples: int, name: str = "sample_weights", *, device: str | torch.device = "cpu"
+) -> Tensor:
+    """Per-example weights as a float64 tensor of shape ``(n_examples,)`` on ``device`` (a copy).
+
+    Accepts tensors, NumPy arrays and sequences; refuses another shape, NaN or ±inf, a negative
+    weight and an all-zero vector (there would be nothing to average), naming the first bad entry.
+    Weights need not sum to one: every use normalises them (a weighted mean, or rows drawn with
+    probability ``w_n / Σ w``).
+    """
+    if isinstance(weights, Tensor):
+        tensor = weights.detach()
+        if tensor.device.type == "meta":
+            raise ValidationError(f"{name} is on the 'meta' device, which holds shapes but no values")
+    else:
+        try:
+            tensor = torch.as_tensor(np.asarray(weights))
+        except (TypeError, ValueError) as error:
+            raise ValidationError(f"{name} could not be read as an array: {error}") from None
+    if tensor.dtype == torch.bool or tensor.is_complex():
+        raise ValidationError(f"{name} must hold real numbers, got dtype {tensor.dtype}")
+    if tuple(tensor.shape) != (n_examples,):
+        raise ValidationError(
+            f"{name} must have shape ({n_examples},), one weight per example, got shape {tuple(tensor.shape)}"
+        )
+    tensor = tensor.to(device=device, dtype=torch.float64).clone()
+    bad = torch.nonzero(~torch.isfinite(tensor)).flatten()
+    if bad.numel():
+        raise ValidationError(f"{name} must be finite; entry {int(bad[0])} is {float(tensor[bad[0]])}")
+    negative = torch.nonzero(tensor < 0).flatten()
+    if negative.numel():
+        raise ValidationError(
+            f"{name} must be non-negative; entry {int(negative[0])} is {float(tensor[negative[0]])}"
+        )
+    if not float(tensor.sum()) > 0.0:
+        raise ValidationError(f"{name} sum to 0: at least one example needs a positive weight")
+    return tensor
 
 
 def _example_matrix(data: Any, name: str, *, n_units: int | None) -> Tensor:

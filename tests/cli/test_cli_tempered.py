@@ -108,7 +108,7 @@ def test_every_algorithm_trains_through_the_cli(tmp_path: Path, data_file: Path,
         *flags,
         "--operator",
         "flip",
-        *([] if algorithm == "cd" else ["--chains", 5]),  # cd keeps no chains: it refuses --chains
+        *([] if algorithm in ("cd", "pl") else ["--chains", 5]),  # cd, pl keep no chains: refuse --chains
         "--batch-size",
         10,
         "--updates",

@@ -428,7 +428,7 @@ def test_tempered_sampling_under_torchrun_prints_one_json_object(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algorithm", ["pcd", "cd"])
+@pytest.mark.parametrize("algorithm", ["pcd", "cd", "pcd_centred"])
 def test_data_parallel_training_same_parameters_on_one_and_two_processes(tmp_path, algorithm):
     runs = {world: run_group(f"train_{algorithm}", world, tmp_path) for world in (1, 2)}
     for outcomes, _ in runs.values():
@@ -437,7 +437,7 @@ def test_data_parallel_training_same_parameters_on_one_and_two_processes(tmp_pat
     for name, value in one["parameters"].items():
         torch.testing.assert_close(two["parameters"][name], value, rtol=1e-5, atol=1e-6)
     assert torch.equal(one["final_visible"], two["final_visible"])
-    assert one["final_visible"].shape[0] == (16 if algorithm == "pcd" else 20)
+    assert one["final_visible"].shape[0] == (20 if algorithm == "cd" else 16)
 
 
 @pytest.mark.slow

@@ -167,16 +167,18 @@ def different_seeds() -> dict:
     return {}
 
 
-def training(algorithm: str, *, n_updates: int = 20, checkpoints: str | None = None) -> dict:
+def training(algorithm: str, *, n_updates: int = 20, checkpoints: str | None = None, **extra) -> dict:
     """Data-parallel CD-1 or PCD-1; the whole minibatch and chains split over the ranks.
 
-    With ``checkpoints``, checkpoints every 5 updates go there and an existing run resumes.
+    With ``checkpoints``, checkpoints every 5 updates go there and an existing run resumes;
+    ``extra`` goes to ``bl.train`` (centring, penalties, sample weights).
     """
     model, data = tiny_model()
     data = torch.cat([data, 1 - data])  # 80 examples
     result = bl.train(
         model,
         data,
+        **extra,
         algorithm=algorithm,
         batch_size=20,
         n_chains=16,
@@ -210,6 +212,10 @@ SCENARIOS = {
     "rts": rts,
     "train_pcd": lambda: training("pcd"),
     "train_cd": lambda: training("cd"),
+    # Centred, penalised and weighted: the centring means are averaged over the ranks like the gradient.
+    "train_pcd_centred": lambda: training(
+        "pcd", centering=True, l1=1e-3, l1_squared=1e-2, sample_weights=torch.arange(80.0) % 5
+    ),
     "train_pcd_first_10": lambda: training("pcd", n_updates=10, checkpoints=os.environ["CHECKPOINTS"]),
     "train_pcd_resume_to_20": lambda: training("pcd", checkpoints=os.environ["CHECKPOINTS"]),
     "ais": ais,

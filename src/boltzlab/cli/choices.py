@@ -61,7 +61,7 @@ DATASETS = (
 #: :func:`boltzlab.operators.available`: the transition operators of ``--operator``.
 OPERATORS = ("flip", "gibbs", "hmc", "mixture")
 #: :func:`boltzlab.training.available_phases`: the negative phases of ``train --algorithm``.
-NEGATIVE_PHASES = ("ast", "cast", "cd", "fpcd", "pcd", "pt", "rts", "trans-sap")
+NEGATIVE_PHASES = ("ast", "cast", "cd", "fpcd", "pcd", "pl", "pt", "rts", "trans-sap")
 #: :data:`boltzlab.training.negative.PHASE_ALIASES`: other names ``--algorithm`` accepts.
 PHASE_ALIASES = {"sap": "pcd"}
 #: :func:`boltzlab.estimators.methods`: the estimators of ``logz --method`` and ``evaluate --methods``.

@@ -9,7 +9,9 @@ updates, which ``boltzlab evaluate`` and ``boltzlab logz --method trajectory-ais
 through; ``--snapshots 0`` records none) and ``plots/training.png`` and ``plots/samples.png``.
 
 ``--algorithm`` is any registered negative phase (:func:`boltzlab.training.available_phases`:
-CD, PCD, FPCD, parallel tempering, adaptive simulated tempering, CAST, Trans-SAP). The options
+CD, PCD, FPCD, parallel tempering, adaptive simulated tempering, CAST, Trans-SAP), or ``pl``,
+maximum pseudo-likelihood. ``--centering``, ``--l1`` and ``--l1-squared`` (with
+``--weight-decay``) shape the update whatever the algorithm (docs/training.md). The options
 that shape them become ``algorithm_params``: ``--levels`` (ladder size of pt, ast, cast and
 trans-sap), ``--lag`` (CAST's exchange lag), ``--fast-learning-rate`` and ``--fast-decay``
 (FPCD); giving one to an algorithm that does not use it is a one-line error.
@@ -85,7 +87,7 @@ _ALGORITHM_OPTIONS = {
 }
 
 # Algorithms that keep no persistent chains, so --chains means nothing to them.
-_CHAINLESS = ("cd",)
+_CHAINLESS = ("cd", "pl")
 # What the end of training reports, in this order: name in the history → words.
 _END_METRICS = (
     ("reconstruction_error", "reconstruction error"),
@@ -229,7 +231,7 @@ def algorithm_params(algorithm: str, options: dict[str, Any]) -> dict[str, Any]:
         users = [name for name in known if name not in _CHAINLESS]
         raise ValidationError(
             f"--chains applies to --algorithm {' or '.join(users)}, not {algorithm!r} "
-            "(CD starts a chain at every minibatch example)"
+            "(CD starts a chain at every minibatch example; PL samples nothing)"
         )
     params = {}
     for flag, (key, users) in _ALGORITHM_OPTIONS.items():
@@ -393,10 +395,14 @@ def run(**options: Any) -> None:
         write_run_id(out, run_id)
     written = [] if latest is not None or not main else [record_config()]
     validation = "" if held_out is None else f" ({held_out_label}: {held_out.shape[0]} examples)"
+    method = (
+        "by maximum pseudo-likelihood"
+        if _algorithm_name(options["algorithm"]) == "pl"
+        else f"with {options['algorithm']}-{options['k']} and the {options['operator']} operator"
+    )
     click.echo(
         f"training {shape} on {printable(dataset.name)} "
-        f"({dataset.train.shape[0]} examples) with {options['algorithm']}-{options['k']} "
-        f"and the {options['operator']} operator{validation}; writing to {out}/"
+        f"({dataset.train.shape[0]} examples) {method}{validation}; writing to {out}/"
     )
     logger = tensorboard_callbacks(
         options["tensorboard"] if main else None, out, image_shape=dataset.image_shape, seed=options["seed"]
@@ -417,6 +423,9 @@ def run(**options: Any) -> None:
         learning_rate=options["learning_rate"],
         momentum=options["momentum"],
         weight_decay=options["weight_decay"],
+        l1=options["l1"],
+        l1_squared=options["l1_squared"],
+        centering=options["centering"],
         lr_schedule=options["lr_schedule"],
         generator=train_generator,
         validation_data=held_out,

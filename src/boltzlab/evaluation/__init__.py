@@ -1,6 +1,7 @@
-"""Evaluation: log-likelihood, exact transition matrices, mixing diagnostics."""
+"""Evaluation: log-likelihood, pseudo-likelihood, exact transition matrices, mixing diagnostics."""
 
 from boltzlab.estimators.likelihood import log_likelihood, log_unnormalized
+from boltzlab.estimators.pseudo_likelihood import pseudo_log_likelihood, site_log_conditionals
 from boltzlab.evaluation.diagnostics import (
     TIED,
     AutocorrelationTime,
@@ -39,6 +40,8 @@ __all__ = [
     "log_unnormalized",
     "nearest_template",
     "operator_slem",
+    "pseudo_log_likelihood",
+    "site_log_conditionals",
     "slem",
     "steps_to_first_change",
     "transition_matrix",

@@ -28,16 +28,24 @@ from boltzlab.models.base import all_ones, chains_at, tempered_log_f
 from boltzlab.models.witness import DEFAULT_WITNESS_ROWS, WitnessRows
 from boltzlab.numerics import softplus
 from boltzlab.rng import resolve_generator, sample_bernoulli
-from boltzlab.validation import as_binary_tensor, check_positive_int, require
+from boltzlab.validation import as_binary_tensor, check_positive_int, check_sample_weights, require
 
 __all__ = ["BaseRateModel", "UniformHiddenBase"]
 
 
-def _base_rate_logits(data: Any, n_visible: int, *, smoothing: float, device: torch.device) -> Tensor:
+def _base_rate_logits(
+    data: Any,
+    n_visible: int,
+    *,
+    smoothing: float,
+    device: torch.device,
+    sample_weights: Any = None,
+) -> Tensor:
     """``logit(p̄)`` with ``p̄ = (1 − smoothing)·mean(data) + smoothing/2``; float64, ``(n_visible,)``.
 
     The smoothing keeps every marginal inside (0, 1), so every logit is finite; it changes the
-    variance of estimators, never their target.
+    variance of estimators, never their target. With ``sample_weights`` the mean is the
+    weighted one, ``Σ_n w_n v_n / Σ_n w_n``.
 
     Parameters
     ----------
@@ -45,10 +53,17 @@ def _base_rate_logits(data: Any, n_visible: int, *, smoothing: float, device: to
     n_visible : int
     smoothing : float in (0, 1]
     device : torch.device
+    sample_weights : Tensor of shape (n_examples,), optional
+        Non-negative, with a positive sum (:func:`~boltzlab.validation.check_sample_weights`).
     """
     require(0.0 < smoothing <= 1.0, f"smoothing must be in (0, 1], got {smoothing}")
     data = as_binary_tensor(data, "data", n_units=n_visible, dtype=torch.float64, device=device)
-    return torch.logit((1.0 - smoothing) * data.mean(0) + 0.5 * smoothing)
+    if sample_weights is None:
+        mean = data.mean(0)
+    else:
+        weights = check_sample_weights(sample_weights, data.shape[0], device=device)
+        mean = (weights @ data) / weights.sum()
+    return torch.logit((1.0 - smoothing) * mean + 0.5 * smoothing)
 
 
 def base_rate_log_norm(base_logits: Tensor, n_uniform: int) -> Tensor:
@@ -121,7 +136,12 @@ class BaseRateModel(UniformHiddenBase):
     energy: Callable[[tuple[Tensor, ...]], Tensor]
 
     def set_base_rate(
-        self, data: Tensor, *, smoothing: float = 0.05, witness_rows: int = DEFAULT_WITNESS_ROWS
+        self,
+        data: Tensor,
+        *,
+        smoothing: float = 0.05,
+        sample_weights: Tensor | None = None,
+        witness_rows: int = DEFAULT_WITNESS_ROWS,
     ) -> Self:
         """Fit the base-rate base to ``data``'s marginals and keep witness rows of it; returns ``self``.
 
@@ -132,13 +152,18 @@ class BaseRateModel(UniformHiddenBase):
         ----------
         data : Tensor, shape (n_examples, n_visible), values 0/1
         smoothing : float in (0, 1], default 0.05
+        sample_weights : Tensor of shape (n_examples,), optional
+            Per-example weights (non-negative, positive sum): the marginals are the weighted
+            means ``Σ_n w_n v_n / Σ_n w_n``, as for training with the same weights. Uniform if absent.
         witness_rows : int, default 1000
             Rows of ``data`` a model with witness rows (an RBM) keeps and saves for the
             verdict's missing-mass witness (``set_witness``, docs/trust.md); 0 keeps none, and
             estimates without ``check_data`` then say ``"unchecked"``. A model with no
             certified bound (a DBM) keeps none: nothing would use them.
         """
-        logits = _base_rate_logits(data, self.layer_sizes[0], smoothing=smoothing, device=self.device)
+        logits = _base_rate_logits(
+            data, self.layer_sizes[0], smoothing=smoothing, device=self.device, sample_weights=sample_weights
+        )
         if isinstance(self, WitnessRows):
             self.set_witness(data, n_rows=witness_rows)
         with torch.no_grad():

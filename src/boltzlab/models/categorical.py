@@ -28,7 +28,7 @@ from boltzlab.data.sequences import Alignment, Alphabet
 from boltzlab.errors import ValidationError
 from boltzlab.models.witness import DEFAULT_WITNESS_ROWS, WitnessRows
 from boltzlab.rng import sample_categorical
-from boltzlab.validation import require
+from boltzlab.validation import check_sample_weights, require
 
 __all__ = [
     "DEFAULT_PSEUDOCOUNT",
@@ -257,13 +257,7 @@ class CategoricalVisible:
         if sample_weights is None:
             frequencies = one_hot.mean(0)
         else:
-            weights = torch.as_tensor(sample_weights, dtype=torch.float64, device=one_hot.device)
-            require(
-                tuple(weights.shape) == (one_hot.shape[0],)
-                and bool((weights >= 0).all())
-                and float(weights.sum()) > 0,
-                f"sample_weights must be {one_hot.shape[0]} non-negative numbers with a positive sum",
-            )
+            weights = check_sample_weights(sample_weights, one_hot.shape[0], device=one_hot.device)
             frequencies = (weights @ one_hot) / weights.sum()
         profile = (1.0 - smoothing) * frequencies + smoothing / self.n_states
         if isinstance(self, WitnessRows):

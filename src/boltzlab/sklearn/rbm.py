@@ -79,8 +79,9 @@ class BernoulliRBM(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         The negative phase. ``"pcd"`` with ``operator="gibbs"`` (and no ``algorithm_params``
         or ``operator_params``) is scikit-learn's PCD-k, run in :mod:`boltzlab.sklearn.pcd`'s
         tight loop; any other of ``boltzlab.training.available_phases()`` — ``"cd"``,
-        ``"fpcd"``, ``"pt"``, ``"cast"``, ``"trans-sap"``, ``"ast"``, ``"rts"``, or ``"pcd"``
-        with another operator — runs in the library's training loop.
+        ``"fpcd"``, ``"pt"``, ``"cast"``, ``"trans-sap"``, ``"ast"``, ``"rts"``, ``"pl"`` (maximum
+        pseudo-likelihood, no chains), or ``"pcd"`` with another operator — runs in the
+        library's training loop.
     operator : str, default "gibbs"
         How chains move: ``"gibbs"``, ``"flip"`` (flip-the-state) or ``"mixture"``.
     k : int, default 1

@@ -159,7 +159,15 @@ def run_updates(
         n_chains=settings.n_chains,
         **settings.algorithm_params,
     )
+    # A phase that is its own gradient ("pl", the pseudo-likelihood) supplies the objective.
+    own_objective = getattr(phase, "training_objective", None)
+    objective = (
+        objective_for(model) if not callable(own_objective) else own_objective(model, objective_for(model))
+    )
     if not is_binary(data):
+        if callable(own_objective):
+            # The pseudo-likelihood conditions on each unit's 0/1 value: a probability has none.
+            raise ValidationError(f"algorithm={settings.algorithm!r} needs 0/1 data; binarise X first")
         phase = BernoulliStarts(phase)
     config = TrainConfig(
         algorithm=settings.algorithm if isinstance(settings.algorithm, str) else repr(settings.algorithm),
@@ -187,7 +195,7 @@ def run_updates(
         validation_data=None,
         config=config,
         phase=phase,
-        objective=objective_for(model),
+        objective=objective,
         schedule=make_schedule("constant", n_updates=max(1, n_updates)),
         generator=generator,
         callbacks=callbacks,

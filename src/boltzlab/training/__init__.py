@@ -1,15 +1,17 @@
 """Training: how parameters move — data term − model term, stepped by ``torch.optim``.
 
-``train(model, data, algorithm="cd" | "pcd" | "fpcd" | "pt" | "ast" | "cast" | "trans-sap",
+``train(model, data, algorithm="cd" | "pcd" | "fpcd" | "pt" | "ast" | "cast" | "trans-sap" | "pl",
 operator="gibbs" | "flip" | "mixture", ...)``
-runs CD-k (Hinton 2002) or PCD-k (Tieleman 2008) with any transition operator. The negative
-phase is a pluggable :class:`NegativePhase`; the data term is the model's
-:class:`Objective`; callbacks track, log, checkpoint and stop.
+runs CD-k (Hinton 2002) or PCD-k (Tieleman 2008) with any transition operator, or maximum
+pseudo-likelihood. The negative phase is a pluggable :class:`NegativePhase`; the data term is
+the model's :class:`Objective`; centring, penalties and sample weights shape the update
+(docs/training.md); callbacks track, log, checkpoint and stop.
 """
 
 from boltzlab.training import gaussian_objective as gaussian_objective  # registers its objective
 from boltzlab.training import mean_field_objective as mean_field_objective  # registers its objective
 from boltzlab.training import potts_objective as potts_objective  # registers its objective
+from boltzlab.training import pseudo_likelihood as pseudo_likelihood  # registers "pl"
 from boltzlab.training.adaptive_tempering import (  # registers "ast"
     AdaptiveTemperingLearning,
     AdaptiveTemperingLearningState,
@@ -24,6 +26,7 @@ from boltzlab.training.callbacks import (
     RunView,
 )
 from boltzlab.training.cd import CDState, ContrastiveDivergence
+from boltzlab.training.centering import Centering, Offsets
 from boltzlab.training.fpcd import FastPersistentContrastiveDivergence, FastPersistentState, with_parameters
 from boltzlab.training.likelihood_tracker import RTSLikelihoodTracker
 from boltzlab.training.negative import (
@@ -51,6 +54,8 @@ from boltzlab.training.optim import (
     make_scheduler,
 )
 from boltzlab.training.pcd import PersistentContrastiveDivergence, PersistentState
+from boltzlab.training.penalties import Penalties
+from boltzlab.training.pseudo_likelihood import PseudoLikelihoodObjective, PseudoLikelihoodPhase
 from boltzlab.training.state import (
     TrainConfig,
     TrainRecord,
@@ -68,6 +73,7 @@ __all__ = [
     "CDState",
     "CSVLogger",
     "Callback",
+    "Centering",
     "Checkpointer",
     "ConstantSchedule",
     "ContrastiveDivergence",
@@ -80,9 +86,13 @@ __all__ = [
     "NegativePhase",
     "NegativePhaseBase",
     "Objective",
+    "Offsets",
+    "Penalties",
     "PersistentContrastiveDivergence",
     "PersistentState",
     "ProgressBar",
+    "PseudoLikelihoodObjective",
+    "PseudoLikelihoodPhase",
     "RBMObjective",
     "RTSLikelihoodTracker",
     "RTSTracking",

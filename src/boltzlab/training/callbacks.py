@@ -114,7 +114,8 @@ class Callback:
 
 class ExactLikelihoodTracker(Callback):
     """Exact ``log Z`` by enumeration every ``every`` updates, with the train and validation
-    mean log-likelihoods (nats per example).
+    mean log-likelihoods (nats per example; the training data's weighted by the run's
+    ``sample_weights`` when it has them).
 
     Parameters
     ----------
@@ -146,7 +147,10 @@ class ExactLikelihoodTracker(Callback):
         if run.update % self.every != 0:
             return {}
         log_z = exact_log_z(run.model)
-        metrics = {"log_z": log_z, "train_log_likelihood": log_likelihood(run.model, run.data, log_z)}
+        # With per-example weights the training data's mean is the weighted one (what is fitted).
+        weights = getattr(run, "sample_weights", None)
+        train = log_likelihood(run.model, run.data, log_z, sample_weights=weights)
+        metrics = {"log_z": log_z, "train_log_likelihood": train}
         if run.validation_data is not None:
             metrics["validation_log_likelihood"] = log_likelihood(run.model, run.validation_data, log_z)
         return metrics

@@ -116,16 +116,23 @@ class DataParallel:
 
     def average_gradients_(self, parameters: list[Tensor]) -> None:
         """Replace every ``.grad`` by its mean over the processes (one all-reduce of a flat buffer)."""
-        if self.world_size == 1:
+        self.average_([parameter.grad for parameter in parameters if parameter.grad is not None])
+
+    def average_(self, tensors: list[Tensor], what: str = "averaging the gradients") -> None:
+        """Replace every tensor by its mean over the processes, in place (one all-reduce).
+
+        Every rank holds an equal share of each minibatch, so the mean of the ranks' batch
+        means is the whole minibatch's mean (the centring offsets use this).
+        """
+        if self.world_size == 1 or not tensors:
             return
-        grads = [parameter.grad for parameter in parameters if parameter.grad is not None]
-        flat = torch.cat([grad.reshape(-1) for grad in grads])
-        distributed.run_collective("averaging the gradients", lambda: dist.all_reduce(flat))
+        flat = torch.cat([tensor.reshape(-1) for tensor in tensors])
+        distributed.run_collective(what, lambda: dist.all_reduce(flat))
         flat.div_(self.world_size)
         offset = 0
-        for grad in grads:
-            grad.copy_(flat[offset : offset + grad.numel()].view_as(grad))
-            offset += grad.numel()
+        for tensor in tensors:
+            tensor.copy_(flat[offset : offset + tensor.numel()].view_as(tensor))
+            offset += tensor.numel()
 
 
 def plan_data_parallel(

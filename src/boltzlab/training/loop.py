@@ -1,9 +1,11 @@
 """The training loop behind :func:`boltzlab.train`: one run's mutable state and its updates.
 
-Per update (docs/algorithms.md §3.1): the next minibatch of a per-epoch permutation; the data term
+Per update (docs/algorithms.md §3.1): the next minibatch of a per-epoch permutation (with
+per-example weights: rows drawn with probability ∝ weight, with replacement); the data term
 from the model's objective; the negative phase advanced with the current parameters (CD-k,
-Hinton 2002; PCD-k, Tieleman 2008); ``model term − data term`` written into ``.grad``; one
-``optimizer.step()`` and ``scheduler.step()``.
+Hinton 2002; PCD-k, Tieleman 2008); ``model term − data term`` written into ``.grad``; the
+penalties' gradient added and, with centring, the whole turned into the centred direction
+(docs/training.md); one ``optimizer.step()`` and ``scheduler.step()``.
 
 The hot path makes no host–device synchronisation. Parameter finiteness is accumulated on the
 device (one fused flag per update) and read only when a record or a checkpoint is made, which
@@ -26,10 +28,12 @@ from boltzlab.errors import DivergenceError, ValidationError
 from boltzlab.io import Checkpoint, load_checkpoint
 from boltzlab.rng import get_state, set_state
 from boltzlab.training.callbacks import Callback, Checkpointer
+from boltzlab.training.centering import Centering, Offsets
 from boltzlab.training.data_parallel import DataParallel
 from boltzlab.training.negative import NegativePhase
 from boltzlab.training.objective import Objective
 from boltzlab.training.optim import Schedule, make_optimizer, make_scheduler
+from boltzlab.training.penalties import Penalties
 from boltzlab.training.state import (
     TrainConfig,
     TrainRecord,
@@ -70,9 +74,15 @@ class TrainingLoop:
         parallel: DataParallel | None = None,
         optimizer: str = "sgd",
         run_id: str | None = None,
+        sample_weights: Tensor | None = None,
     ) -> None:
         self._model = model
         self._data = data
+        # Per-example weights (float64, validated by train): minibatch rows are drawn with
+        # probability w_n / Σ w by inverting this cumulative sum with uniforms of the run's
+        # generator, so a weighted run is as reproducible as a plain one.
+        self._sample_weights = sample_weights
+        self._cumulative_weights = None if sample_weights is None else torch.cumsum(sample_weights, 0)
         self._validation_data = validation_data
         self._config = config
         # A phase whose defaults depend on the run (FPCD's fast learning rate defaults to the
@@ -88,11 +98,17 @@ class TrainingLoop:
         self.run_dir = run_dir
         # Data-parallel share under torchrun (training/data_parallel.py); None in one process.
         self.parallel = parallel
+        # With centring, weight decay leaves the optimiser for the penalties, so that the
+        # centred direction covers it too and the fixed points stay those of the penalised
+        # objective (training/centering.py); without, it stays SGD's own, bit for bit as before.
+        self.centering = Centering(model) if config.centering else None
+        self.offsets: Offsets | None = None
+        self.penalties = self._penalties(config)
         self.optimizer = make_optimizer(
             model,
             learning_rate=config.learning_rate,
             momentum=config.momentum,
-            weight_decay=config.weight_decay,
+            weight_decay=0.0 if config.centering else config.weight_decay,
             optimizer=optimizer,
         )
         self.scheduler = make_scheduler(self.optimizer, schedule)
@@ -148,6 +164,11 @@ class TrainingLoop:
     def history(self) -> tuple[TrainRecord, ...]:
         return tuple(self._history)
 
+    @property
+    def sample_weights(self) -> Tensor | None:
+        """Per-example weights of the training data (float64, shape ``(n_examples,)``), or ``None``."""
+        return self._sample_weights
+
     def request_stop(self) -> None:
         self.stop_requested = True
 
@@ -167,10 +188,17 @@ class TrainingLoop:
             model_state=dict(self._model.state_dict()),
             base_fitted=bool(getattr(self._model, "base_fitted", False)),
             callback_states=self._callback_states(),
-            data_fingerprint=data_fingerprint(self._data),
+            data_fingerprint=data_fingerprint(self._data, self._sample_weights),
             run_id=self.run_id,
+            offsets={} if self.offsets is None else Centering.state_tensors(self.offsets),
         )
         return encode_train_state(state, config=self._config, phase=self.phase)
+
+    @staticmethod
+    def _penalties(config: TrainConfig) -> Penalties:
+        return Penalties(
+            l2=config.weight_decay if config.centering else 0.0, l1=config.l1, l1_squared=config.l1_squared
+        )
 
     # ------------------------------------------------------------------ helpers
     def _full_phase_state(self) -> Any:
@@ -232,10 +260,15 @@ class TrainingLoop:
     # ------------------------------------------------------------------ start
     def start_fresh(self) -> None:
         self.run_id = self.requested_run_id or secrets.token_hex(8)
+        # The base fits the weighted marginals when there are weights (train checked that the
+        # model's set_base_rate takes them).
+        weighted = {} if self._sample_weights is None else {"sample_weights": self._sample_weights}
         if self._config.fit_base_rate and hasattr(self._model, "set_witness"):
-            self._model.set_base_rate(self._data, witness_rows=self._config.witness_rows)
+            self._model.set_base_rate(self._data, witness_rows=self._config.witness_rows, **weighted)
         elif self._config.fit_base_rate and hasattr(self._model, "set_base_rate"):
-            self._model.set_base_rate(self._data)
+            self._model.set_base_rate(self._data, **weighted)
+        if self.centering is not None:
+            self.offsets = self.centering.init(self._model, self._data, self._sample_weights)
         with torch.no_grad():
             self.phase_state = self.phase.init(self._model, self._data, generator=self.generator)
             if self.parallel is not None:
@@ -246,9 +279,9 @@ class TrainingLoop:
         saved = checkpoint.metadata.get("config", {})
         current = self._config.to_dict()
         different = [
-            f"{name}: checkpoint {saved.get(name)!r}, now {current[name]!r}"
+            f"{name}: checkpoint {TrainConfig.saved_value(saved, name)!r}, now {current[name]!r}"
             for name in TrainConfig.STRUCTURAL
-            if saved.get(name) != current[name]
+            if TrainConfig.saved_value(saved, name) != current[name]
         ]
         if different:
             raise ValidationError(f"cannot resume from {path}: settings differ ({'; '.join(different)})")
@@ -260,11 +293,18 @@ class TrainingLoop:
                 "continue this one (start a new run, or resume in the folder the checkpoint came from)"
             )
         self.run_id = state.run_id or self.requested_run_id or secrets.token_hex(8)
-        if state.data_fingerprint != data_fingerprint(self._data):
-            raise ValidationError(
-                f"cannot resume from {path}: the training data differ from the checkpoint's "
-                f"({state.data_fingerprint} vs {data_fingerprint(self._data)})"
+        fingerprint = data_fingerprint(self._data, self._sample_weights)
+        if state.data_fingerprint != fingerprint:
+            what = (
+                "the training data"
+                if self._sample_weights is None
+                else "the training data or their sample weights"
             )
+            raise ValidationError(
+                f"cannot resume from {path}: {what} differ from the checkpoint's ({state.data_fingerprint} vs {fingerprint})"
+            )
+        if self.centering is not None:
+            self.offsets = Centering.state_from_tensors(self._model, state.offsets, source=str(path))
         if self._config.fit_base_rate and hasattr(self._model, "set_witness"):
             # The witness is not in the checkpoint: it is a fixed choice of the data's rows, and
             # the data are the checkpoint's (fingerprinted above), so it comes back bit for bit.
@@ -278,7 +318,7 @@ class TrainingLoop:
         self.optimizer.load_state_dict(state.optimizer_state)
         lambdas = [None] * len(self.scheduler.lr_lambdas)
         self.scheduler.load_state_dict({**state.scheduler_state, "lr_lambdas": lambdas})
-        if any(saved.get(name) != current[name] for name in TrainConfig.OPTIMISATION):
+        if any(TrainConfig.saved_value(saved, name) != current[name] for name in TrainConfig.OPTIMISATION):
             self._apply_hyperparameters(state.update)
         set_state(self.generator, state.generator_state)
         self._update = self.checked_update = state.update
@@ -304,7 +344,7 @@ class TrainingLoop:
             group["lr"] = learning_rate
             group["momentum"] = config.momentum
             if group.get("name") == "weights":
-                group["weight_decay"] = config.weight_decay
+                group["weight_decay"] = 0.0 if config.centering else config.weight_decay
         n_groups = len(self.optimizer.param_groups)
         self.scheduler.base_lrs = [config.learning_rate] * n_groups
         self.scheduler.lr_lambdas = [self.schedule] * n_groups
@@ -341,11 +381,7 @@ class TrainingLoop:
         """One parameter update (the hot path: no synchronisation, no per-update metrics)."""
         config, data, generator = self._config, self._data, self.generator
         batch_size = config.batch_size
-        if self.permutation is None or self.position + batch_size > self.n_usable:
-            self.permutation = torch.randperm(data.shape[0], generator=generator, device=data.device)
-            self.position = 0
-            self.epoch += 1
-        index = self.permutation[self.position : self.position + batch_size]
+        index = self._next_rows(batch_size)
         torch.index_select(data, 0, index, out=self.batch)
         self.position += batch_size
         batch, parallel = self.batch, self.parallel
@@ -353,12 +389,21 @@ class TrainingLoop:
             batch = batch[parallel.batch_rows[0] : parallel.batch_rows[1]]
             generator = parallel.chain_generator(generator, data.device)  # type: ignore[assignment]
         positive = self.objective.positive(self._model, batch)
+        if self.centering is not None:
+            means = self.centering.batch_means(positive)
+            if parallel is not None:
+                parallel.average_(means, "averaging the centring means")  # the whole minibatch's
+            self.offsets = self.centering.update(self.offsets, means)  # type: ignore[arg-type]
         self.phase_state, samples = self.phase.step(
             self._model, self.phase_state, batch=batch, positive=positive, generator=generator
         )
         self.objective.write_gradient_(self._model, positive, self.objective.negative(self._model, samples))
         if parallel is not None:
             parallel.average_gradients_(self.parameters)
+        if self.penalties.active:
+            self.penalties.add_gradient_(self._model)
+        if self.centering is not None:
+            self.centering.transform_gradient_(self._model, self.offsets)  # type: ignore[arg-type]
         self.optimizer.step()
         if self._after_step is not None:
             self._after_step(self._model)  # e.g. a Potts RBM's gauge (training/potts_objective.py)
@@ -370,6 +415,30 @@ class TrainingLoop:
         # float32 weights (36 entries of 1e37) and report a divergence that did not happen.
         flags = torch.stack([parameter.isfinite().all() for parameter in self.parameters])
         self.finite_count.add_(flags.all())
+
+    def _next_rows(self, batch_size: int) -> Tensor:
+        """The indices of the next minibatch's rows, shape ``(batch_size,)``; advances the epoch.
+
+        Plain: consecutive slices of a per-epoch permutation (the ragged tail dropped).
+        Weighted: ``batch_size`` independent draws with probability ``w_n / Σ w`` (with
+        replacement), by inverting the cumulative weights at uniforms of the run's generator;
+        an "epoch" is then ``n_examples // batch_size`` updates, as in a plain run.
+        """
+        data, generator = self._data, self.generator
+        if self._cumulative_weights is None:
+            if self.permutation is None or self.position + batch_size > self.n_usable:
+                self.permutation = torch.randperm(data.shape[0], generator=generator, device=data.device)
+                self.position = 0
+                self.epoch += 1
+            return self.permutation[self.position : self.position + batch_size]
+        if self.epoch == 0 or self.position + batch_size > self.n_usable:
+            self.position = 0
+            self.epoch += 1
+        cumulative = self._cumulative_weights
+        uniforms = torch.rand(batch_size, dtype=torch.float64, generator=generator, device=cumulative.device)
+        # right=True: the first row whose cumulative weight exceeds u, so a zero weight is never drawn.
+        index = torch.searchsorted(cumulative, uniforms.mul_(cumulative[-1]), right=True)
+        return index.clamp_(max=data.shape[0] - 1)
 
     def run(self) -> TrainResult:
         self.started = time.perf_counter()

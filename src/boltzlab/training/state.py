@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,14 @@ class TrainConfig:
     fit_base_rate: bool
     #: Rows of the data the model keeps as its verdict's witness (0: none; docs/trust.md).
     witness_rows: int = DEFAULT_WITNESS_ROWS
+    #: Centred gradients (training/centering.py); the offsets are part of the checkpoint.
+    centering: bool = False
+    #: L1 and L1² penalties on the weight matrices (training/penalties.py).
+    l1: float = 0.0
+    l1_squared: float = 0.0
+    #: Whether minibatch rows are drawn with probability ∝ per-example weights (the weights
+    #: themselves are fingerprinted with the data: a resumed run must have the same).
+    weighted: bool = False
     #: The operator and the learning-rate schedule by name and parameters (``operator``,
     #: ``operator_params``, ``lr_schedule``, ``lr_schedule_params``) for :meth:`to_record`;
     #: ``operator`` and ``lr_schedule`` above keep the repr that a resumed run is compared on.
@@ -82,9 +90,27 @@ class TrainConfig:
         return record
 
     # Settings that fix the shape of the saved state: a checkpoint resumes only with the same.
-    STRUCTURAL = ("algorithm", "algorithm_params", "operator", "k", "n_chains", "batch_size")
+    STRUCTURAL = (
+        "algorithm",
+        "algorithm_params",
+        "operator",
+        "k",
+        "n_chains",
+        "batch_size",
+        "centering",
+        "weighted",
+    )
     # Settings a resumed run may change (e.g. a lower learning rate after a divergence).
-    OPTIMISATION = ("learning_rate", "momentum", "weight_decay", "lr_schedule")
+    OPTIMISATION = ("learning_rate", "momentum", "weight_decay", "lr_schedule", "l1", "l1_squared")
+
+    @classmethod
+    def saved_value(cls, saved: dict[str, Any], name: str) -> Any:
+        """Setting ``name`` of a checkpoint's config: its value, or the default for a setting
+        added after the checkpoint was written (so older checkpoints keep resuming)."""
+        if name in saved:
+            return saved[name]
+        default = next(f.default for f in fields(cls) if f.name == name)
+        return None if default is MISSING else default
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +234,9 @@ class TrainState:
     run_id : str
         The run's identity (``""`` in checkpoints written before it existed): a run resumes
         only its own checkpoints (:class:`~boltzlab.training.loop.TrainingLoop`).
+    offsets : dict of str to Tensor
+        The centring offsets by layer index (:mod:`boltzlab.training.centering`); empty
+        without centring.
     """
 
     update: int
@@ -225,6 +254,7 @@ class TrainState:
     callback_states: dict[str, Any]
     data_fingerprint: dict[str, Any]
     run_id: str = ""
+    offsets: dict[str, Tensor] = field(default_factory=dict)
 
 
 def checkpoint_path(directory: str | Path, update: int) -> Path:
@@ -274,6 +304,7 @@ def encode_train_state(state: TrainState, *, config: TrainConfig, phase: Negativ
     """The tensors and JSON metadata of a checkpoint of ``state``."""
     tensors: dict[str, Tensor] = {f"model.{name}": value for name, value in state.model_state.items()}
     tensors.update({f"phase.{name}": value for name, value in phase.state_tensors(state.phase_state).items()})
+    tensors.update({f"centering.{name}": value for name, value in state.offsets.items()})
     tensors["generator"] = state.generator_state
     if state.permutation is not None:
         tensors["permutation"] = state.permutation
@@ -315,6 +346,11 @@ def decode_train_state(
         model_state = {
             name.removeprefix("model."): value for name, value in tensors.items() if name.startswith("model.")
         }
+        offsets = {
+            name.removeprefix("centering."): value
+            for name, value in tensors.items()
+            if name.startswith("centering.")
+        }
         scheduler_state = dict(metadata["scheduler"])
         return TrainState(
             update=int(metadata["update"]),
@@ -332,14 +368,24 @@ def decode_train_state(
             callback_states=dict(metadata.get("callbacks", {})),
             data_fingerprint=dict(metadata["data"]),
             run_id=str(metadata.get("run", "")),
+            offsets=offsets,
         )
     except KeyError as error:
         raise ModelFileError(f"{source} is missing {error} (corrupt or foreign checkpoint)") from None
 
 
-def data_fingerprint(data: Tensor) -> dict[str, Any]:
-    """Shape and an order-sensitive checksum ``Σ_n (n+1)·Σ_i (i+1)·x_ni`` (float64)."""
+def data_fingerprint(data: Tensor, sample_weights: Tensor | None = None) -> dict[str, Any]:
+    """Shape and an order-sensitive checksum ``Σ_n (n+1)·Σ_i (i+1)·x_ni`` (float64); with
+    per-example weights, also ``Σ_n (n+1)·w_n`` (without them the record is as it always was)."""
     n_examples, n_units = data.shape
     rows = data.to(torch.float64) @ torch.arange(1, n_units + 1, dtype=torch.float64, device=data.device)
-    checksum = float(rows @ torch.arange(1, n_examples + 1, dtype=torch.float64, device=data.device))
-    return {"n_examples": int(n_examples), "n_units": int(n_units), "checksum": checksum}
+    positions = torch.arange(1, n_examples + 1, dtype=torch.float64, device=data.device)
+    checksum = float(rows @ positions)
+    fingerprint: dict[str, Any] = {
+        "n_examples": int(n_examples),
+        "n_units": int(n_units),
+        "checksum": checksum,
+    }
+    if sample_weights is not None:
+        fingerprint["weights_checksum"] = float(sample_weights.to(torch.float64) @ positions)
+    return fingerprint

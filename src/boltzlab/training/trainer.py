@@ -6,6 +6,10 @@ contrastive divergence*) or PCD-k / SAP (Tieleman 2008, *Training restricted Bol
 machines using approximations to the likelihood gradient*; Younes 1988) and any transition
 operator (Brügge, Fischer & Igel 2013), stepped by ``torch.optim``.
 
+Beyond the gradient itself (docs/training.md): centred gradients (``centering``), L2, L1 and
+L1² penalties on the weights, maximum pseudo-likelihood (``algorithm="pl"``) and per-example
+``sample_weights``.
+
 All randomness comes from one ``torch.Generator``: the same seed gives the same run, and a
 run resumed from a checkpoint ends bit-identical to the run that was not interrupted.
 """
@@ -13,6 +17,7 @@ run resumed from a checkpoint ends bit-identical to the run that was not interru
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -36,6 +41,7 @@ from boltzlab.training.callbacks import (
     ExactLikelihoodTracker,
     ProgressBar,
 )
+from boltzlab.training.centering import Centering
 from boltzlab.training.data_parallel import DataParallel, plan_data_parallel
 from boltzlab.training.loop import TrainingLoop
 from boltzlab.training.negative import NegativePhase, get_phase
@@ -47,10 +53,11 @@ from boltzlab.training.optim import (
     make_schedule,
     schedule_record,
 )
+from boltzlab.training.penalties import check_penalty
 from boltzlab.training.settings import operator_record
 from boltzlab.training.snapshots import DEFAULT_MAX_SNAPSHOTS, SnapshotRecorder
 from boltzlab.training.state import TrainConfig, TrainResult, find_latest_checkpoint
-from boltzlab.validation import as_model_data, check_positive_int
+from boltzlab.validation import as_model_data, check_positive_int, check_sample_weights
 
 __all__ = ["DEFAULT_CAST_CHAINS", "DEFAULT_CHAINS", "train"]
 
@@ -91,6 +98,10 @@ def train(
     learning_rate: float | None = None,
     momentum: float = 0.0,
     weight_decay: float = 0.0,
+    l1: float = 0.0,
+    l1_squared: float = 0.0,
+    centering: bool = False,
+    sample_weights: Any = None,
     lr_schedule: str | Schedule | None = None,
     optimizer: str = "sgd",
     generator: torch.Generator | int | None = None,
@@ -118,9 +129,12 @@ def train(
         Trained in place, in its own dtype and on its own device.
     data : Tensor or array, shape (n_examples, n_visible), values 0/1
         Not modified. Real values for a model with real-valued visible units (one with a
-        ``validate_data`` method, e.g. :class:`~boltzlab.models.gaussian_rbm.GaussianRBM`).
-    algorithm : {"cd", "pcd", "fpcd", "pt", "ast", "cast", "trans-sap", "rts"} or NegativePhase, default "cd"
-        Where the model-term samples come from: CD restarts at the minibatch; PCD/SAP keeps
+        ``validate_data`` method, e.g. :class:`~boltzlab.models.gaussian_rbm.GaussianRBM`);
+        sequences (an Alignment, or indices ``(n, L)``) for a Potts RBM.
+    algorithm : {"cd", "pcd", "fpcd", "pt", "ast", "cast", "trans-sap", "rts", "pl"} or NegativePhase, default "cd"
+        ``"pl"`` maximises the pseudo-likelihood instead (binary and Potts RBMs; exact
+        gradient, no chains; :mod:`boltzlab.training.pseudo_likelihood`).
+        Otherwise, where the model-term samples come from: CD restarts at the minibatch; PCD/SAP keeps
         ``n_chains`` persistent chains; FPCD samples with slow + fast weights; PT, CAST and
         Trans-SAP move persistent chains with a tempering scheme; AST alternates SAP updates
         with adaptive simulated tempering runs (see :mod:`boltzlab.training.tempered` and :mod:`boltzlab.training.adaptive_tempering`); RTS
@@ -150,7 +164,26 @@ def train(
         paper's), else 0.01.
     momentum : float in [0, 1), default 0
     weight_decay : float >= 0, default 0
-        L2 coefficient on the weight matrices (not the biases).
+        L2 coefficient λ₂ on the weight matrices (not the biases): ``λ₂/2·Σ W²``.
+    l1 : float >= 0, default 0
+        L1 coefficient λ₁ on the weight matrices: ``λ₁·Σ |W|``.
+    l1_squared : float >= 0, default 0
+        The L1² penalty of protein RBMs (Tubiana, Cocco & Monasson 2019):
+        ``λ/(2·n_rows)·Σ_j (Σ_i |W_ij|)²``, ``n_rows = L·q`` for a Potts RBM, ``n_visible``
+        for a binary one (:mod:`boltzlab.training.penalties`; docs/training.md, "Penalties").
+    centering : bool, default False
+        Centred gradients (Montavon & Müller 2012; Melchior, Fischer & Wiskott 2016): the
+        update of the centred model, expressed for the standard parameters the model keeps
+        (binary and Potts RBMs, DBMs; :mod:`boltzlab.training.centering`). The offsets are
+        saved in checkpoints; a run resumes only with the same setting.
+    sample_weights : Tensor or array, shape (n_examples,), optional
+        Non-negative per-example weights with a positive sum (e.g.
+        :func:`boltzlab.data.sequence_weights.sequence_weights`). Minibatch rows are then drawn
+        with probability ``w_n / Σ w``, with replacement, from ``generator``, so every objective
+        and negative phase sees the weighted data distribution and the run stays reproducible;
+        the base-rate (profile) base is fitted to the weighted marginals, and exact tracking
+        reports the weighted mean log-likelihood of the training data (docs/training.md,
+        "Sequence weights").
     lr_schedule : {"constant", "linear", "inverse"} or callable, optional
         See :mod:`boltzlab.training.optim`; ``"inverse"`` with ``learning_rate=0.005`` is the
         CAST paper's ``10/(2000 + t)``. Default: the objective's ``default_lr_schedule`` if it
@@ -252,6 +285,10 @@ def train(
         learning_rate=learning_rate,
         momentum=momentum,
         weight_decay=weight_decay,
+        l1=l1,
+        l1_squared=l1_squared,
+        centering=centering,
+        sample_weights=sample_weights,
         lr_schedule=lr_schedule,
         optimizer=optimizer,
         generator=generator,
@@ -297,6 +334,7 @@ class _Settings:
 
     data: Tensor
     validation_data: Tensor | None
+    sample_weights: Tensor | None
     config: TrainConfig
     phase: NegativePhase
     objective: Objective
@@ -329,6 +367,10 @@ def _settings(
     learning_rate: float | None,
     momentum: float,
     weight_decay: float,
+    l1: float,
+    l1_squared: float,
+    centering: bool,
+    sample_weights: Any,
     lr_schedule: str | Schedule | None,
     optimizer: str,
     generator: torch.Generator | int | None,
@@ -370,6 +412,14 @@ def _settings(
     learning_rate = _check_number(learning_rate, "learning_rate", low=0.0, low_open=True)
     momentum = _check_number(momentum, "momentum", low=0.0, high=1.0, low_open=False)
     weight_decay = _check_number(weight_decay, "weight_decay", low=0.0, low_open=False)
+    l1 = check_penalty(l1, "l1")
+    l1_squared = check_penalty(l1_squared, "l1_squared")
+    if not isinstance(centering, bool):
+        raise ValidationError(f"centering must be True or False, got {centering!r}")
+    if centering:
+        Centering(model)  # refuses a model it cannot centre, before anything runs
+    if sample_weights is not None:
+        sample_weights = _check_weights(model, sample_weights, data, fit_base_rate=bool(fit_base_rate))
     optimizer = check_optimizer(optimizer, momentum=momentum, weight_decay=weight_decay)
     log_every = check_positive_int(log_every, "log_every")
     track_exact_every = _optional_positive_int(track_exact_every, "track_exact_every")
@@ -383,6 +433,10 @@ def _settings(
     callbacks = _check_callbacks(callbacks)
     the_operator = operator_registry.get(operator, **(operator_params or {}))
     phase = get_phase(algorithm, operator=the_operator, k=k, n_chains=n_chains, **(algorithm_params or {}))
+    # A phase that is its own gradient (pseudo-likelihood) supplies the objective.
+    own_objective = getattr(phase, "training_objective", None)
+    if callable(own_objective):
+        objective = own_objective(model, objective)
     schedule = make_schedule(lr_schedule, n_updates=n_updates)
     parallel = plan_data_parallel(phase, batch_size=batch_size, n_chains=n_chains, chain_blocks=chain_blocks)
     if not distributed.topology().is_main:
@@ -402,6 +456,10 @@ def _settings(
         learning_rate=learning_rate,
         momentum=momentum,
         weight_decay=weight_decay,
+        centering=centering,
+        l1=l1,
+        l1_squared=l1_squared,
+        weighted=sample_weights is not None,
         lr_schedule=repr(schedule),
         log_every=log_every,
         track_exact_every=track_exact_every,
@@ -413,6 +471,7 @@ def _settings(
     return _Settings(
         data=data,
         validation_data=validation_data,
+        sample_weights=sample_weights,
         config=config,
         phase=phase,
         objective=objective,
@@ -428,6 +487,19 @@ def _settings(
         snapshot_dir=snapshot_dir,
         parallel=parallel,
     )
+
+
+def _check_weights(model: nn.Module, sample_weights: Any, data: Tensor, *, fit_base_rate: bool) -> Tensor:
+    """``sample_weights`` as float64 ``(n_examples,)`` on the data's device; refused, too, for a
+    model whose base cannot be fitted to weighted data when the base is to be fitted."""
+    weights = check_sample_weights(sample_weights, data.shape[0], device=data.device)
+    fit = getattr(model, "set_base_rate", None)
+    if fit_base_rate and fit is not None and "sample_weights" not in inspect.signature(fit).parameters:
+        raise ValidationError(
+            f"sample_weights: a {type(model).__name__}'s base cannot be fitted to weighted data; "
+            "pass fit_base_rate=False (and fit the base yourself) or train without weights"
+        )
+    return weights
 
 
 def _check_generator(generator: Any, device: torch.device) -> torch.Generator:
@@ -521,6 +593,7 @@ def _assemble(
         parallel=settings.parallel,
         optimizer=settings.optimizer,
         run_id=run_id,
+        sample_weights=settings.sample_weights,
     )
     return loop, recorder
 

@@ -45,7 +45,8 @@ Example:
   boltzlab train --data pixels.csv --binarize threshold --pixel-max 255 --validation-fraction 0.1 \\
       --hidden 64 --out runs/pixels
   boltzlab train --model dbm --layers 784,500,1000 --algorithm cast --data mnist \\
-      --learning-rate 0.005 --lr-schedule inverse --pretrain --updates 20000 --out runs/mnist-dbm""",
+      --learning-rate 0.005 --lr-schedule inverse --pretrain --updates 20000 --out runs/mnist-dbm
+  boltzlab train --data digits --hidden 16 --algorithm pcd --centering --l1 1e-4 --out runs/centred""",
 )
 @click.option(
     "--data",
@@ -79,7 +80,7 @@ Example:
     show_default=True,
     help=f"Negative phase: {', '.join(NEGATIVE_PHASES)}; "
     + ", ".join(f"{alias} = {name}" for alias, name in PHASE_ALIASES.items())
-    + ".",
+    + "; pl maximises the pseudo-likelihood instead (no chains).",
 )
 @click.option("--operator", default="gibbs", show_default=True, help=operator_help())
 @click.option("--alpha", type=FiniteFloat(), help="Flip weight of --operator mixture (default 0.5).")
@@ -122,6 +123,22 @@ Example:
 )
 @click.option("--momentum", type=FiniteFloat(), default=0.0, show_default=True)
 @click.option("--weight-decay", type=FiniteFloat(), default=0.0, show_default=True, help="L2 on the weights.")
+@click.option(
+    "--l1", type=FiniteFloat(min=0.0), default=0.0, show_default=True, help="L1 on the weights: l1·Σ|W|."
+)
+@click.option(
+    "--l1-squared",
+    type=FiniteFloat(min=0.0),
+    default=0.0,
+    show_default=True,
+    help="L1² on the weights (Tubiana et al. 2019): λ/(2·n_visible)·Σ_j (Σ_i |W_ij|)².",
+)
+@click.option(
+    "--centering",
+    is_flag=True,
+    help="Centred gradients (Melchior et al. 2016): offsets from the data mean and a running "
+    "average of the hidden means; same model, better-conditioned updates.",
+)
 @click.option(
     "--lr-schedule",
     help="Learning-rate schedule: constant, linear, inverse (default constant; a DBM: inverse, "
