@@ -104,8 +104,12 @@ def potts_task(args: argparse.Namespace) -> Task:
 def initial_model(task: Task, seed: int, init: str) -> Any:
     """The seed's model; with ``init="data"`` its visible biases start at the data's log-odds
     (per-site log-frequencies for a Potts RBM, then its gauge), as Hinton (2010, §8) advises and
-    Melchior et al. (2016) do; ``"zero"`` is the library's default."""
+    Melchior et al. (2016) do; ``"zero"`` is the binary models' default (a Potts RBM's is the
+    profile: training starts its zero fields there unless ``profile_start`` is False)."""
     model = task.build(seed)
+    if isinstance(model, PottsRBM):
+        # Training would start zero fields at the profile by itself; "zero" means zero here.
+        model.profile_start = init == "data"
     if init == "data":
         model.set_base_rate(task.train, sample_weights=task.train_weights)
         with torch.no_grad():

@@ -155,3 +155,17 @@ def test_construction_is_checked():
         PottsRBM(n_sites=3, n_states=4, n_hidden=2, alphabet="protein")
     model = PottsRBM(n_sites=5, n_hidden=2, alphabet="rna", generator=0)
     assert model.n_states == 5 and model.layer_sizes == (25, 2)
+
+
+def test_training_starts_zero_fields_at_the_profile_and_leaves_others():
+    data = torch.randint(0, 3, (50, 4), generator=torch.Generator().manual_seed(0))
+    model = PottsRBM(n_sites=4, n_states=3, n_hidden=2, generator=1)
+    result = bl.train(model, data, batch_size=10, n_updates=1, learning_rate=1e-9, generator=0)
+    profile = result.model.base_logits.view(4, 3)
+    assert torch.allclose(result.model.fields, profile - profile.mean(1, keepdim=True), atol=1e-6)
+    # Trained fields are not overwritten when training goes on.
+    assert not result.model.start_fields_at_profile_()
+    fresh = PottsRBM(n_sites=4, n_states=3, n_hidden=2, generator=1)
+    fresh.profile_start = False
+    kept = bl.train(fresh, data, batch_size=10, n_updates=1, learning_rate=1e-9, generator=0).model
+    assert kept.fields.abs().max() < 1e-6

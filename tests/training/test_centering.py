@@ -32,8 +32,9 @@ import boltzlab as bl
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.pseudo_likelihood import site_log_conditionals
 from boltzlab.io import load_checkpoint
+from boltzlab.models.categorical import one_hot_indices
 from boltzlab.models.gaussian_rbm import GaussianRBM
-from boltzlab.models.potts_rbm import PottsRBM, one_hot_indices
+from boltzlab.models.potts_rbm import PottsRBM
 from boltzlab.training import Callback, find_latest_checkpoint
 from boltzlab.training.centering import DEFAULT_OFFSET_RATE, Centering, Offsets
 

@@ -25,7 +25,8 @@ import torch
 import boltzlab as bl
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.pseudo_likelihood import pseudo_likelihood_gradient, site_log_conditionals
-from boltzlab.models.potts_rbm import PottsRBM, one_hot_indices
+from boltzlab.models.categorical import one_hot_indices
+from boltzlab.models.potts_rbm import PottsRBM
 from boltzlab.models.rbm import all_binary_states
 from boltzlab.sklearn import BernoulliRBM
 

@@ -146,6 +146,9 @@ class PottsDBM(CategoricalVisible, DBM):
             visible_states=self.n_states,
         )
 
+    def _fields(self) -> Tensor:
+        return self.biases[0]
+
     @torch.no_grad()
     def apply_gauge_(self) -> PottsDBM:
         """The zero-sum gauge of the fields and of ``W¹`` (compensated in ``b¹``); returns ``self``."""

@@ -209,6 +209,9 @@ class PottsRBM(CategoricalVisible, WitnessRows, BaseRateModel, BipartiteModel, n
             f"dtype={self.dtype}, base={base}"
         )
 
+    def _fields(self) -> Tensor:
+        return self.visible_bias
+
     # ------------------------------------------------------------------ gauge
     @torch.no_grad()
     def apply_gauge_(self) -> PottsRBM:

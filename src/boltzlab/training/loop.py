@@ -267,6 +267,9 @@ class TrainingLoop:
             self._model.set_base_rate(self._data, witness_rows=self._config.witness_rows, **weighted)
         elif self._config.fit_base_rate and hasattr(self._model, "set_base_rate"):
             self._model.set_base_rate(self._data, **weighted)
+        start_fields = getattr(self._model, "start_fields_at_profile_", None)
+        if self._config.fit_base_rate and callable(start_fields):
+            start_fields()  # a Potts model's zero fields start at the profile (docs/training.md)
         if self.centering is not None:
             self.offsets = self.centering.init(self._model, self._data, self._sample_weights)
         with torch.no_grad():
