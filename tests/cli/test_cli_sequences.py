@@ -198,6 +198,7 @@ def binary_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ],
     ids=["unknown symbol", "ragged", "no header", "empty"],
 )
+@pytest.mark.fault("hostile data files")
 def test_bad_fasta_is_one_readable_line(tmp_path: Path, text: str, fragments: tuple[str, ...]) -> None:
     path = tmp_path / "bad.fasta"
     path.write_text(text)

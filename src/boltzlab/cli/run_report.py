@@ -97,6 +97,13 @@ def _sweeps_within_budget(model: Any, chains: int, sweeps: int) -> int:
     return min(sweeps, int(_REGENERATE_BUDGET // max(1, weights * chains)))
 
 
+def _field(value: Any) -> str:
+    """A metadata value for the table: a record (a Potts run's ``sequences``) as ``key value`` pairs."""
+    if isinstance(value, dict):
+        return ", ".join(f"{key} {item}" for key, item in value.items())
+    return str(value)
+
+
 def _configuration(config: dict[str, Any] | None, config_error: str | None, model: Any) -> Section:
     blocks: list[Any] = []
     if config is not None:
@@ -111,7 +118,7 @@ def _configuration(config: dict[str, Any] | None, config_error: str | None, mode
         metadata = getattr(model, "metadata", {}) or {}
         data = metadata.get("data") if isinstance(metadata.get("data"), dict) else {}
         rows = [("model", describe_model(model))]
-        rows += [(f"data {key}", str(value)) for key, value in data.items() if value is not None]
+        rows += [(f"data {key}", _field(value)) for key, value in data.items() if value is not None]
         if "created_by" in metadata:
             rows.append(("written by", str(metadata["created_by"])))
         blocks.append(Table(("field", "value"), tuple(rows), caption="model.safetensors"))

@@ -235,10 +235,15 @@ def _generative_blocks(generative: dict[str, Any]) -> list[Any]:
         reference, _ = _fit_cells(generative.get(f"reference_{name}"))
         values = (generative.get(name) or {}).get("n_values")
         rows.append((label, pearson, slope, reference, "—" if values is None else f"{int(values):,}"))
-    against = f"{generative.get('n_sequences', '?')} training sequences"
+
+    def count(key: str) -> str:
+        value = generative.get(key)
+        return f"{value:,}" if isinstance(value, int) else "?"
+
+    against = f"{count('n_sequences')} training sequences"
     if generative.get("weighted"):
         against += f", weighted (N_eff {_number(generative.get('effective_number'), 1)})"
-    caption = f"{generative.get('n_samples', '?')} samples against the {against}"
+    caption = f"{count('n_samples')} samples against the {against}"
     blocks: list[Any] = [
         Table(
             ("statistic", "Pearson r", "slope", "r of as many data draws", "values"),

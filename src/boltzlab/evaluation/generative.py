@@ -24,7 +24,7 @@ alignment. The model's ``r`` can be read against it (an ``r`` at the reference i
 
 **Samples** come from :func:`boltzlab.sample`. The default is parallel tempering on 10 uniform
 levels from β = 0, where the model is its profile base and is sampled exactly, up to β = 1
-(docs/algorithms.md §2.3): chains that visit β = 0 forget their start, and the run carries a
+(docs/algorithms.md §2.5): chains that visit β = 0 forget their start, and the run carries a
 verdict (round trips, group agreement; docs/trust.md, "Samplers"), which the result keeps.
 Samples are kept every ``keep_every`` sweeps after a burn-in, from all chains.
 """
