@@ -342,29 +342,14 @@ def run(model_path: Path, as_json: bool, **options: Any) -> None:
             samples.cpu(), image_shape=image_shape, n_chains=samples.shape[1], title=title
         )
         written = [save_figure(figure, options["out"])]
-    elif out_format == ".fasta":
-        indices = model.to_indices(samples.reshape(-1, samples.shape[-1])).view(*samples.shape[:2], -1)
-        written = [
-            write_fasta(
-                indices,
-                alphabet,
-                options["out"],
-                keep_every=options["keep_every"],
-                burn_in=options["burn_in"],
-            )
-        ]
     else:
         if potts:  # symbol indices, one per site, rather than one-hot units
             samples = model.to_indices(samples.reshape(-1, samples.shape[-1])).view(*samples.shape[:2], -1)
-        written = [
-            write_samples(
-                samples,
-                options["out"],
-                keep_every=options["keep_every"],
-                burn_in=options["burn_in"],
-                out_format=out_format,
-            )
-        ]
+        settings = {"keep_every": options["keep_every"], "burn_in": options["burn_in"]}
+        if out_format == ".fasta":
+            written = [write_fasta(samples, alphabet, options["out"], **settings)]
+        else:
+            written = [write_samples(samples, options["out"], out_format=out_format, **settings)]
     if summary is not None:
         out: Path = options["out"]
         temperatures = tempered_sampler_figure(
