@@ -11,7 +11,7 @@ Properties checked (docs/architecture.md, "Start-up"):
 * the group's table (:data:`boltzlab.cli.main.COMMANDS`) lists each command with the help line
   the command itself declares, under its own name;
 * every constant of :mod:`boltzlab.cli.choices` that copies the library's equals it, so a new
-  registry name or a changed default cannot leave ``--help`` stale.
+  registry name, alphabet, sample format or a changed default cannot leave ``--help`` stale.
 """
 
 from __future__ import annotations
@@ -26,9 +26,12 @@ import torch
 
 import boltzlab
 from boltzlab import data, estimators, operators, sampling, training
-from boltzlab.cli import choices
+from boltzlab.cli import choices, sample_files
 from boltzlab.cli.logz import methods_taking
 from boltzlab.cli.main import COMMANDS, cli
+from boltzlab.data import sequence_dataset, sequences
+from boltzlab.data.sequence_weights import DEFAULT_IDENTITY
+from boltzlab.evaluation import generative
 from boltzlab.models import witness
 from boltzlab.training import negative, snapshots
 
@@ -121,6 +124,13 @@ def test_the_group_lists_each_command_with_its_own_help_line() -> None:
         (choices.DEFAULT_MAX_SNAPSHOTS, snapshots.DEFAULT_MAX_SNAPSHOTS),
         (choices.DEFAULT_WITNESS_ROWS, witness.DEFAULT_WITNESS_ROWS),
         (choices.MAX_WITNESS_ROWS, witness.MAX_WITNESS_ROWS),
+        (choices.ALPHABETS, tuple(sequences.ALPHABETS)),
+        (choices.DEFAULT_IDENTITY, DEFAULT_IDENTITY),
+        (choices.DEFAULT_SEQUENCE_TEST_FRACTION, sequence_dataset.DEFAULT_SEQUENCE_TEST_FRACTION),
+        (choices.SEQUENCE_SPLITS, sequence_dataset.SEQUENCE_SPLITS),
+        (choices.DEFAULT_CHECK_SWEEPS, generative.DEFAULT_CHECK_SAMPLING.n_sweeps),
+        (choices.DEFAULT_CHECK_CHAINS, generative.DEFAULT_CHECK_SAMPLING.n_chains),
+        (choices.SAMPLE_FORMATS, tuple(suffix.lstrip(".") for suffix in sample_files.SAMPLE_FORMATS)),
     ],
     ids=[
         "datasets",
@@ -134,6 +144,13 @@ def test_the_group_lists_each_command_with_its_own_help_line() -> None:
         "snapshots",
         "witness rows",
         "max witness rows",
+        "alphabets",
+        "identity",
+        "sequence test fraction",
+        "sequence splits",
+        "check sweeps",
+        "check chains",
+        "sample formats",
     ],
 )
 def test_each_copy_in_choices_equals_the_library(copy: object, owner: object) -> None:

@@ -18,11 +18,16 @@ Two kinds of constant live here:
 from __future__ import annotations
 
 __all__ = [
+    "ALPHABETS",
     "DATASETS",
+    "DEFAULT_CHECK_CHAINS",
+    "DEFAULT_CHECK_SWEEPS",
+    "DEFAULT_IDENTITY",
     "DEFAULT_MAX_SNAPSHOTS",
     "DEFAULT_METHOD_WORK",
     "DEFAULT_PRETRAIN_UPDATES",
     "DEFAULT_RAISE_EXAMPLES",
+    "DEFAULT_SEQUENCE_TEST_FRACTION",
     "DEFAULT_WITNESS_ROWS",
     "DTYPES",
     "ESTIMATOR_METHODS",
@@ -36,6 +41,8 @@ __all__ = [
     "OPERATORS",
     "PHASE_ALIASES",
     "SAMPLERS",
+    "SAMPLE_FORMATS",
+    "SEQUENCE_SPLITS",
     "TARGET_STDERR_METHODS",
     "TENSORBOARD_HELP",
     "TRAIN_MODELS",
@@ -111,6 +118,22 @@ DEFAULT_MAX_SNAPSHOTS = 64
 #: :data:`boltzlab.models.witness.DEFAULT_WITNESS_ROWS` and ``MAX_WITNESS_ROWS``: ``train --witness-rows``.
 DEFAULT_WITNESS_ROWS = 1000
 MAX_WITNESS_ROWS = 100_000
+#: :data:`boltzlab.data.sequences.ALPHABETS`: the built-in alphabets of ``--alphabet`` (besides
+#: ``custom:SYMBOLS``).
+ALPHABETS = ("protein", "rna", "dna")
+#: :data:`boltzlab.data.sequence_weights.DEFAULT_IDENTITY`: ``--identity``'s default.
+DEFAULT_IDENTITY = 0.8
+#: :data:`boltzlab.data.sequence_dataset.DEFAULT_SEQUENCE_TEST_FRACTION`: the test split of a
+#: FASTA file when no fraction is given.
+DEFAULT_SEQUENCE_TEST_FRACTION = 0.1
+#: :data:`boltzlab.data.sequence_dataset.SEQUENCE_SPLITS`: ``--split``.
+SEQUENCE_SPLITS = ("homology", "random")
+#: :data:`boltzlab.evaluation.generative.DEFAULT_CHECK_SAMPLING`: ``evaluate --check-sweeps`` and
+#: ``--check-chains``.
+DEFAULT_CHECK_SWEEPS = 500
+DEFAULT_CHECK_CHAINS = 100
+#: :data:`boltzlab.cli.sample_files.SAMPLE_FORMATS`: ``sample --format`` (the extensions, without the dot).
+SAMPLE_FORMATS = ("png", "npy", "npz", "csv", "fasta")
 
 # --- The command line's own limits and defaults (owned here) ---
 

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from boltzlab.cli.choices import OPERATORS
+from boltzlab.cli.choices import (
+    ALPHABETS,
+    DEFAULT_IDENTITY,
+    DEFAULT_SEQUENCE_TEST_FRACTION,
+    OPERATORS,
+    SEQUENCE_SPLITS,
+)
 from boltzlab.cli.config import config_option
 from boltzlab.errors import ValidationError
 
@@ -126,11 +132,34 @@ def command_options(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 # How --data is read; the same flags on every command that takes --data (docs/data.md, "Files").
-_DATA_FILE_OPTIONS = ("data_key", "binarize", "pixel_max", "test_fraction", "validation_fraction")
+_DATA_FILE_OPTIONS = (
+    "data_key",
+    "binarize",
+    "pixel_max",
+    "test_fraction",
+    "validation_fraction",
+    "alphabet",
+    "identity",
+    "weighted",
+    "split",
+    "unknown",
+)
+# The flags that only aligned FASTA takes, and those that only binary data files take.
+SEQUENCE_OPTIONS = ("alphabet", "identity", "weighted", "split", "unknown")
+_BINARY_FILE_OPTIONS = ("data_key", "binarize", "pixel_max")
+# What a flag is called on the command line, where its option is named otherwise.
+_FLAG_NAMES = {"weighted": "--sequence-weights/--no-sequence-weights", "unknown": "--unknown-as-gap"}
+
+
+def flag_name(option: str) -> str:
+    """``--flag`` of the option called ``option`` in the command's keyword arguments."""
+    return _FLAG_NAMES.get(option, "--" + option.replace("_", "-"))
 
 
 def data_file_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``--data-key``, ``--binarize``, ``--pixel-max``, ``--test-fraction``, ``--validation-fraction``.
+    """``--data-key``, ``--binarize``, ``--pixel-max``, ``--test-fraction``, ``--validation-fraction``,
+    and for aligned FASTA ``--alphabet``, ``--identity``, ``--sequence-weights/--no-sequence-weights``,
+    ``--split`` and ``--unknown-as-gap``.
 
     The command receives them as keyword arguments named as in :data:`_DATA_FILE_OPTIONS` and
     passes them on with :func:`load_data`.
@@ -156,12 +185,45 @@ def data_file_options(function: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--test-fraction",
             type=fraction,
-            help="Hold out this share of the training examples as the test split (seed 0: the same every run).",
+            help="Hold out this share of the training examples as the test split (seed 0: the same every run; "
+            f"FASTA: default {DEFAULT_SEQUENCE_TEST_FRACTION}, see --split).",
         ),
         click.option(
             "--validation-fraction",
             type=fraction,
             help="Hold out this share of the training examples as the validation split.",
+        ),
+        click.option(
+            "--alphabet",
+            metavar="NAME",
+            help=f"FASTA: the symbols, {', '.join(ALPHABETS)} or custom:SYMBOLS (e.g. custom:ABC-); "
+            "default protein, or the model's.",
+        ),
+        click.option(
+            "--identity",
+            type=FiniteFloat(min=0.0, min_open=True, max=1.0),
+            help="FASTA: sequences sharing at least this fraction of columns are neighbours: weights are "
+            f"1/(neighbours) and a homology split keeps them together (default {DEFAULT_IDENTITY}).",
+        ),
+        click.option(
+            "--sequence-weights/--no-sequence-weights",
+            "weighted",
+            default=None,
+            help="FASTA: weight each sequence by 1/(neighbours within --identity); N_eff is their sum "
+            "(default on).",
+        ),
+        click.option(
+            "--split",
+            type=click.Choice(SEQUENCE_SPLITS),
+            help="FASTA: how held-out sequences are chosen: homology (whole groups of neighbours, so no "
+            "held-out sequence has a close homologue in training; the default) or random.",
+        ),
+        click.option(
+            "--unknown-as-gap",
+            "unknown",
+            flag_value="gap",
+            default=None,
+            help="FASTA: read symbols outside --alphabet (X, B, Z, ...) as gaps instead of refusing the file.",
         ),
     ]
     for option in reversed(options):
@@ -169,13 +231,29 @@ def data_file_options(function: Callable[..., Any]) -> Callable[..., Any]:
     return function
 
 
+def is_sequence_file(name_or_path: str) -> bool:
+    """Whether ``--data`` names an aligned FASTA file (by its name, as the library reads it)."""
+    from boltzlab.data.from_path import format_from_name  # here: the data readers import torch
+
+    path = Path(name_or_path).expanduser()
+    return path.is_file() and format_from_name(path) == "fasta"
+
+
 def load_data(
-    name_or_path: str, *, root: Path | None, seed: int, options: Mapping[str, Any]
+    name_or_path: str,
+    *,
+    root: Path | None,
+    seed: int,
+    options: Mapping[str, Any],
+    recorded: Mapping[str, Any] | None = None,
 ) -> datasets.Dataset:
     """``--data`` read by :func:`boltzlab.data.load` with the :func:`data_file_options` given in ``options``.
 
     Options left at ``None`` are not passed, so a named dataset that does not take one is
-    only refused when the flag was actually given.
+    only refused when the flag was actually given. ``recorded``: for aligned FASTA, the
+    reading options a model file recorded when it was trained (alphabet, identity, weights,
+    split and its fractions), used where no flag is given, so that ``evaluate`` holds out the
+    sequences ``train`` held out.
     """
     from boltzlab import data as datasets  # here: the data readers import torch
 
@@ -183,6 +261,28 @@ def load_data(
     if "pixel_max" in given and "binarize" not in given:
         raise ValidationError("--pixel-max applies with --binarize threshold|stochastic; pass both")
     _check_data_path(name_or_path)
+    if is_sequence_file(name_or_path):
+        wrong = [flag_name(name) for name in _BINARY_FILE_OPTIONS if name in given]
+        if wrong:
+            raise ValidationError(
+                f"{', '.join(wrong)} {'reads' if len(wrong) == 1 else 'read'} binary data files; "
+                f"--data {name_or_path} is aligned FASTA (see --alphabet, --identity, --split)"
+            )
+        if "test_fraction" in given or "validation_fraction" in given:
+            recorded = {
+                key: value
+                for key, value in (recorded or {}).items()
+                if key not in ("test_fraction", "validation_fraction")
+            }
+        for key, value in (recorded or {}).items():
+            given.setdefault(key, value)
+    else:
+        wrong = [flag_name(name) for name in SEQUENCE_OPTIONS if name in given]
+        if wrong:
+            raise ValidationError(
+                f"{', '.join(wrong)} {'applies' if len(wrong) == 1 else 'apply'} to aligned FASTA files "
+                f"(.fasta, .fa, .faa, .afa, .a2m, .aln), not --data {name_or_path}"
+            )
     return datasets.load(name_or_path, root=root, generator=seed, **given)
 
 
@@ -214,7 +314,7 @@ def refuse_data_file_options_without_data(options: Mapping[str, Any]) -> None:
     """For commands where ``--data`` is optional: its reading flags mean nothing without it."""
     given = [name for name in _DATA_FILE_OPTIONS if options.get(name) is not None]
     if given:
-        flags = ", ".join(f"--{name.replace('_', '-')}" for name in given)
+        flags = ", ".join(flag_name(name) for name in given)
         raise ValidationError(f"{flags} say(s) how to read --data; pass --data NAME|PATH too")
 
 
@@ -269,8 +369,11 @@ def load_model_file(path: str | Path) -> nn.Module:
 
 
 def describe_model(model: nn.Module) -> str:
-    """One line: class, layer sizes, dtype and base, e.g. ``RBM 64×16, float32, base-rate base``."""
+    """One line: class, layer sizes, dtype and base, e.g. ``RBM 64×16, float32, base-rate base``
+    (a Potts RBM: ``PottsRBM 31 sites × 21 states × 100 hidden, ...``)."""
     sizes = "×".join(str(size) for size in model.layer_sizes)
+    if getattr(model, "n_states", None) is not None:  # categorical sites: say so
+        sizes = f"{model.n_sites} sites × {model.n_states} states × {model.n_hidden} hidden"
     dtype = str(model.dtype).removeprefix("torch.")
     base = "base-rate base" if getattr(model, "base_fitted", False) else "uniform base"
     return f"{type(model).__name__} {sizes}, {dtype}, {base}"

@@ -51,6 +51,13 @@ from boltzlab.cli.common import (
 from boltzlab.cli.comparison import disagreement_lines, sandwich_line
 from boltzlab.cli.cost_cap import NO_CAP, CostCap, default_cap
 from boltzlab.cli.dbm_report import dbm_bound_rows, dbm_likelihood_rows, format_dbm_rows
+from boltzlab.cli.generative_output import (
+    CHECK_FIGURE,
+    check_lines,
+    check_record,
+    run_check,
+    write_check_figure,
+)
 from boltzlab.cli.json_output import echo_json, estimate_diagnostics
 from boltzlab.cli.logz import (
     PreparedData,
@@ -62,6 +69,8 @@ from boltzlab.cli.logz import (
 )
 from boltzlab.cli.progress_display import method_progress, show_progress
 from boltzlab.cli.run_files import evaluation_payload, write_evaluation
+from boltzlab.cli.sequence_data import weighted_mean_log_f
+from boltzlab.data.sequence_dataset import SequenceDataset
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.budget import matched_options
 from boltzlab.estimators.likelihood import log_unnormalized
@@ -184,6 +193,46 @@ def mean_log_f(model: nn.Module, examples: Tensor | None) -> float:
     return float(log_unnormalized(model, examples).mean())
 
 
+def _test_split(dataset: Any) -> str | None:
+    """The split the test column scores: ``"test"``, else ``"valid"``, else ``None``."""
+    return "test" if dataset.test is not None else "valid" if dataset.valid is not None else None
+
+
+def _mean_log_f_of_splits(model: nn.Module, dataset: Any) -> tuple[float, float]:
+    """Mean ``log f(v)`` of the training and test splits; for aligned sequences each sequence
+    counts with its weight (:func:`boltzlab.cli.sequence_data.weighted_mean_log_f`)."""
+    test = _test_split(dataset)
+    if isinstance(dataset, SequenceDataset):
+        return (
+            weighted_mean_log_f(model, dataset.train, dataset.train_weights),
+            math.nan
+            if test is None
+            else weighted_mean_log_f(model, getattr(dataset, test), dataset.weights(test)),
+        )
+    return mean_log_f(model, dataset.train), mean_log_f(
+        model, None if test is None else getattr(dataset, test)
+    )
+
+
+def _likelihood_note(dataset: Any) -> str | None:
+    """For aligned sequences: what the log-likelihood columns average over."""
+    if not isinstance(dataset, SequenceDataset):
+        return None
+    test = _test_split(dataset)
+    held = (
+        ""
+        if test is None
+        else f", test {getattr(dataset, test).shape[0]:,} (N_eff {dataset.effective_number(test):,.1f})"
+    )
+    if not dataset.weighted:
+        return "log-likelihoods: mean log p(v) per sequence, nats (unweighted)"
+    return (
+        "log-likelihoods: mean log p(v) per sequence, nats, each sequence weighted by 1/(neighbours within "
+        f"identity {dataset.identity:g}): training {dataset.train.shape[0]:,} sequences (N_eff "
+        f"{dataset.effective_number('train'):,.1f}){held}"
+    )
+
+
 def row_from_estimate(
     estimate: LogZEstimate, *, train_log_f: float, test_log_f: float, seconds: float
 ) -> EvaluationRow:
@@ -286,8 +335,7 @@ def _evaluate_methods(
         Show each method's progress on stderr while it runs (:mod:`boltzlab.cli.progress_display`).
     """
     dataset = prepared.dataset
-    test = dataset.test if dataset.test is not None else dataset.valid
-    train_log_f, test_log_f = mean_log_f(model, dataset.train), mean_log_f(model, test)
+    train_log_f, test_log_f = _mean_log_f_of_splits(model, dataset)
     rows, cuts = [], []
     for position, method in enumerate(methods, start=1):
         options = _options(
@@ -388,6 +436,8 @@ def run(
     data_root: Path | None,
     as_json: bool,
     out: Path | None,
+    check_sweeps: int,
+    check_chains: int,
     **data_file: Any,
 ) -> None:
     """``boltzlab evaluate`` with its options (declared in :mod:`boltzlab.cli.commands.evaluate`):
@@ -441,20 +491,38 @@ def run(
         examples_given=examples is not None,
         show=show_progress(quiet=as_json),
     )
+    dataset = prepared.dataset
+    check = None
+    if isinstance(dataset, SequenceDataset) and check_sweeps > 0:
+        with (
+            method_progress("generative check", 1, 1, show=show_progress(quiet=as_json)) as hook,
+            progress.reporting(hook),
+        ):
+            check = run_check(model, dataset, sweeps=check_sweeps, chains=check_chains, seed=seed)
+    figure = None
+    if check is not None and out is not None and distributed.topology().is_main:
+        figure = write_check_figure(
+            check, out / CHECK_FIGURE, title=f"{describe_model(model)} on {dataset.name}"
+        )
     payload = evaluation_payload(
         rows,
         model=str(model_path),
-        data=prepared.dataset.name,
+        data=dataset.name,
         disagreements=disagreement_lines(rows),
         sandwich=sandwich_line(rows),
         cost_cap=cap.chain_sweeps,
         cuts=cuts,
+        likelihood_note=_likelihood_note(dataset),
+        generative=None if check is None else check_record(check, dataset, figure),
     )
     if as_json:
-        _save(out, payload, seed=seed, err=True)  # stderr: stdout is the one JSON object
+        _save(out, payload, seed=seed, err=True, figure=figure)  # stderr: stdout is the one JSON object
         echo_json(payload)
         return
     click.echo(_format_rows(rows))
+    note = _likelihood_note(dataset)
+    if note is not None:
+        click.echo(note)
     for cut in cuts:
         click.echo(f"capped by --max-cost: {cut}")
     for row in rows:
@@ -480,7 +548,10 @@ def run(
         ):
             tables = _dbm_tables(model, rows, prepared, likelihood_examples=likelihood_examples, seed=seed)
         click.echo(tables)
-    _save(out, payload, seed=seed, err=False)
+    if check is not None:
+        for line in check_lines(check, dataset):
+            click.echo(line)
+    _save(out, payload, seed=seed, err=False, figure=figure)
 
 
 def _refuse_unused(
@@ -503,11 +574,15 @@ def _refuse_unused(
         )
 
 
-def _save(out: Path | None, payload: dict[str, Any], *, seed: int, err: bool) -> None:
-    """``--out``: ``evaluation.json`` and a fresh ``report.html`` in ``out``, saying where (rank 0 only)."""
+def _save(
+    out: Path | None, payload: dict[str, Any], *, seed: int, err: bool, figure: Path | None = None
+) -> None:
+    """``--out``: ``evaluation.json`` and a fresh ``report.html`` in ``out`` (and the generative
+    check's figure, already drawn), saying where (rank 0 only)."""
     if out is None or not distributed.topology().is_main:
         return
     from boltzlab.cli.run_report import write_report
 
-    for path in (write_evaluation(out, payload), write_report(out, seed=seed)):
+    written = [write_evaluation(out, payload), write_report(out, seed=seed)]
+    for path in ([figure] if figure is not None else []) + written:
         click.echo(f"wrote {path}", err=err)

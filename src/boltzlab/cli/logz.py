@@ -49,6 +49,8 @@ from boltzlab.cli.common import (
 from boltzlab.cli.json_output import echo_json, estimate_record
 from boltzlab.cli.memory import check_memory
 from boltzlab.cli.progress_display import method_progress, show_progress
+from boltzlab.cli.sequence_data import check_sequences_fit, recorded_reading
+from boltzlab.data.sequence_dataset import SequenceDataset
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.record import FAMILIES, FLAGS, get_record, records
 from boltzlab.estimators.result import LogZEstimate
@@ -144,7 +146,10 @@ def prepare_data(
 
     Says on stderr what it did with the base (kept or fitted).
     """
-    dataset = load_data(name_or_path, root=root, seed=seed, options=load_options or {})
+    dataset = load_data(
+        name_or_path, root=root, seed=seed, options=load_options or {}, recorded=recorded_reading(model)
+    )
+    check_sequences_fit(model, dataset, name_or_path)
     if dataset.n_visible != model.layer_sizes[0]:
         raise ValidationError(
             f"--data {name_or_path!r} has {dataset.n_visible} variables but the model has "
@@ -152,6 +157,8 @@ def prepare_data(
         )
     if getattr(model, "base_fitted", False):
         click.echo("base: the model file has a fitted base-rate base; kept", err=True)
+    elif isinstance(dataset, SequenceDataset):
+        model.set_base_rate(dataset.train, sample_weights=dataset.train_weights)
     else:
         model.set_base_rate(dataset.train)
         click.echo(

@@ -98,11 +98,16 @@ def evaluation_payload(
     sandwich: str | None = None,
     cost_cap: int | None = None,
     cuts: Sequence[str] = (),
+    likelihood_note: str | None = None,
+    generative: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``evaluate --json`` object for ``rows`` (:class:`boltzlab.cli.evaluate.EvaluationRow` s).
 
     ``cost_cap``: the chain-sweeps each method was held to (``None``: no cap); ``cuts``: what
-    the cap cut, one sentence per method (:mod:`boltzlab.cli.cost_cap`).
+    the cap cut, one sentence per method (:mod:`boltzlab.cli.cost_cap`). For aligned sequences,
+    ``likelihood_note`` says what the log-likelihoods average over (sequence weights) and
+    ``generative`` is the generative check (:func:`boltzlab.cli.generative_output.check_record`);
+    both ``null`` otherwise.
     """
     return {
         "model": model,
@@ -112,6 +117,8 @@ def evaluation_payload(
         "sandwich": sandwich,
         "cost_cap": cost_cap,
         "cuts": list(cuts),
+        "likelihood_note": likelihood_note,
+        "generative": generative,
     }
 
 

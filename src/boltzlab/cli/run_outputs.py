@@ -22,6 +22,9 @@ __all__ = []
 
 #: Chains (and training examples beside them) drawn in ``plots/samples.png``.
 _N_SHOWN_SAMPLES = 64
+#: Hidden units whose weight logos ``plots/weight_logos.png`` shows (those with the largest weights).
+N_LOGOS = 20
+LOGOS_FILE = "weight_logos.png"
 
 # --tensorboard's default folder in RUN_DIR (its help: boltzlab.cli.choices.TENSORBOARD_HELP).
 _TENSORBOARD_DIR = "tensorboard"
@@ -56,6 +59,28 @@ def finish_report(out: Path, *, seed: int) -> list[Path]:
     except BoltzlabError as error:
         warnings.warn(f"report.html not written: {error}", stacklevel=2)
         return []
+
+
+def write_logos(model: Any, plots: Path, *, title: str) -> list[Path]:
+    """``plots/weight_logos.png``: the weight logos of a Potts RBM's hidden units with the largest
+    weights (:func:`boltzlab.plotting.sequences.weight_logos_figure`); ``[]`` for a model
+    without an alphabet."""
+    from boltzlab.plotting import save_figure
+    from boltzlab.plotting.sequences import weight_logos_figure
+
+    alphabet = getattr(model, "alphabet", None)
+    if alphabet is None:
+        return []
+    shown = min(N_LOGOS, model.n_hidden)
+    figure = weight_logos_figure(
+        model.potts_weights,
+        alphabet.symbols,
+        alphabet_name=alphabet.name,
+        max_units=shown,
+        title=f"{title}: the {shown} hidden units with the largest weights"
+        + (f" (of {model.n_hidden})" if shown < model.n_hidden else ""),
+    )
+    return [save_figure(figure, plots / LOGOS_FILE, dpi=90)]
 
 
 def write_plots(

@@ -4,7 +4,9 @@
 directory (docs/architecture.md, "Command line") — ``config.toml``, ``metrics.csv``,
 ``model.safetensors``, ``plots/*.png``, ``evaluation.json`` — and fills six sections in a fixed
 order: configuration, training curves, samples, tempering, log Z and log-likelihood, timings
-(a reproduction's ``summary.md`` and any other PNGs follow). A section whose source is absent
+(a reproduction's ``summary.md`` and any other PNGs follow). A Potts RBM's samples section
+holds the generative check and the hidden units' weight logos instead of a grid of states
+(:func:`boltzlab.cli.run_sections.sequence_samples_section`). A section whose source is absent
 says so and how to get it; an unreadable file is reported in its section, not raised, so one
 bad file never costs the rest of the page. :func:`write_report` renders it with
 :mod:`boltzlab.plotting.report_page`.
@@ -40,7 +42,12 @@ from boltzlab.cli.common import (
 )
 from boltzlab.cli.config import read_config
 from boltzlab.cli.run_files import EVALUATION_FILE, METRICS_FILE, read_evaluation, read_metrics
-from boltzlab.cli.run_sections import log_z_section, timings_section
+from boltzlab.cli.run_sections import (
+    SEQUENCE_FIGURES,
+    log_z_section,
+    sequence_samples_section,
+    timings_section,
+)
 from boltzlab.errors import BoltzlabError
 from boltzlab.estimators import exact_log_z
 from boltzlab.models.rbm import RBM
@@ -90,6 +97,13 @@ def _sweeps_within_budget(model: Any, chains: int, sweeps: int) -> int:
     return min(sweeps, int(_REGENERATE_BUDGET // max(1, weights * chains)))
 
 
+def _field(value: Any) -> str:
+    """A metadata value for the table: a record (a Potts run's ``sequences``) as ``key value`` pairs."""
+    if isinstance(value, dict):
+        return ", ".join(f"{key} {item}" for key, item in value.items())
+    return str(value)
+
+
 def _configuration(config: dict[str, Any] | None, config_error: str | None, model: Any) -> Section:
     blocks: list[Any] = []
     if config is not None:
@@ -104,7 +118,7 @@ def _configuration(config: dict[str, Any] | None, config_error: str | None, mode
         metadata = getattr(model, "metadata", {}) or {}
         data = metadata.get("data") if isinstance(metadata.get("data"), dict) else {}
         rows = [("model", describe_model(model))]
-        rows += [(f"data {key}", str(value)) for key, value in data.items() if value is not None]
+        rows += [(f"data {key}", _field(value)) for key, value in data.items() if value is not None]
         if "created_by" in metadata:
             rows.append(("written by", str(metadata["created_by"])))
         blocks.append(Table(("field", "value"), tuple(rows), caption="model.safetensors"))
@@ -297,6 +311,7 @@ def _extra_sections(run_dir: Path) -> list[Section]:
         paragraphs = tuple(Paragraph(part.strip()) for part in text.split("\n\n") if part.strip())
         sections.append(Section("summary", "Summary (summary.md)", paragraphs))
     shown = {run_dir / "plots" / "training.png", run_dir / "plots" / "samples.png"}
+    shown |= {run_dir / path for path in SEQUENCE_FIGURES}
     others = sorted(
         path for path in [*run_dir.glob("*.png"), *run_dir.glob("plots/*.png")] if path not in shown
     )
@@ -342,7 +357,10 @@ def _build_report(run_dir: str | Path, *, seed: int = 0) -> ReportPage:
     if model is not None and click.get_current_context(silent=True) is not None:
         choose_threads(model)
     final_log_z = _final_log_z(model, records)
-    samples, sample_seconds = _samples(run_dir, model, seed)
+    if getattr(model, "n_states", None) is not None:  # a Potts RBM: what sequence users look at
+        samples, sample_seconds = sequence_samples_section(run_dir, evaluation), 0.0
+    else:
+        samples, sample_seconds = _samples(run_dir, model, seed)
     tempering, tempering_seconds = _tempering(config or {}, records, model, seed)
     sections = [
         _configuration(config, config_error, model),

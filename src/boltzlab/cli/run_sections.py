@@ -1,4 +1,4 @@
-"""The report's log Z and timing sections, from ``evaluation.json`` and the training history.
+"""The report's log Z, timing and sequence sections, from ``evaluation.json``, the history and plots.
 
 The log Z table has one row per estimate that ``boltzlab evaluate --out RUN_DIR`` (or the demo)
 saved: log Z with its standard error, the direction of its bias, its cost, the train and test
@@ -7,6 +7,12 @@ is log Z's), and the verdict of the estimator's own checks (docs/trust.md); ever
 row is followed by its reasons. A run without saved estimates falls back on what training
 tracked: the exact log Z of ``--track-exact-every`` and the RTS tracker's estimate, at the
 last update that has them.
+
+A Potts RBM's samples section (:func:`sequence_samples_section`) shows what sequence users
+look at instead of a grid of states: the generative check that ``evaluate --out`` saved
+(Pearson r and slope of the samples' frequencies and connected correlations against the
+weighted alignment's, with the scatter ``plots/correlations.png``) and the hidden units' weight
+logos ``plots/weight_logos.png`` that ``train`` drew.
 """
 
 from __future__ import annotations
@@ -17,10 +23,13 @@ from typing import Any
 
 from boltzlab.cli.common import format_seconds, verdict_word
 from boltzlab.cli.run_files import EVALUATION_FILE
-from boltzlab.plotting.report_page import BulletList, Paragraph, Section, Table
+from boltzlab.plotting.report_page import BulletList, Image, Paragraph, Section, Table
 from boltzlab.training.state import TrainRecord
 
 __all__ = []
+
+#: The PNGs the sequence section shows (relative to the run directory), so "Other figures" does not repeat them.
+SEQUENCE_FIGURES = (Path("plots") / "correlations.png", Path("plots") / "weight_logos.png")
 
 _HEADER = ("method", "log Z", "± s.e.", "bias", "chain-sweeps", "train LL", "test LL", "time", "verdict")
 
@@ -81,6 +90,8 @@ def _evaluation_blocks(evaluation: dict[str, Any]) -> list[Any]:
             blocks.append(BulletList(warnings, f"{row['method']} is unchecked (not reliable):"))
         elif warnings:
             blocks.append(BulletList(warnings, f"{row['method']}: notes"))
+    if evaluation.get("likelihood_note"):
+        blocks.append(Paragraph(str(evaluation["likelihood_note"]), "note"))
     for line in evaluation.get("disagreements") or ():
         blocks.append(Paragraph(str(line), "warning"))
     if evaluation.get("sandwich"):
@@ -205,3 +216,72 @@ def timings_section(
         "note",
     )
     return Section("timings", "Timings", (table, note))
+
+
+def _fit_cells(fit: Any) -> tuple[str, str]:
+    if not isinstance(fit, dict):
+        return "—", "—"
+    return _number(fit.get("pearson")), _number(fit.get("slope"))
+
+
+def _generative_blocks(generative: dict[str, Any]) -> list[Any]:
+    """The generative check's table, sampler and verdict (``evaluation.json``'s ``generative``)."""
+    rows = []
+    for name, label in (
+        ("frequencies", "single-site frequencies f_i(a)"),
+        ("correlations", "connected correlations C_ij(a,b), i < j"),
+    ):
+        pearson, slope = _fit_cells(generative.get(name))
+        reference, _ = _fit_cells(generative.get(f"reference_{name}"))
+        values = (generative.get(name) or {}).get("n_values")
+        rows.append((label, pearson, slope, reference, "—" if values is None else f"{int(values):,}"))
+
+    def count(key: str) -> str:
+        value = generative.get(key)
+        return f"{value:,}" if isinstance(value, int) else "?"
+
+    against = f"{count('n_sequences')} training sequences"
+    if generative.get("weighted"):
+        against += f", weighted (N_eff {_number(generative.get('effective_number'), 1)})"
+    caption = f"{count('n_samples')} samples against the {against}"
+    blocks: list[Any] = [
+        Table(
+            ("statistic", "Pearson r", "slope", "r of as many data draws", "values"),
+            tuple(rows),
+            caption=caption,
+            numeric=(1, 2, 3, 4),
+        ),
+        Paragraph(f"samples: {generative.get('sampling', 'not recorded')}", "note"),
+    ]
+    if generative.get("reliable", True):
+        blocks.append(Paragraph("sampler verdict: reliable", "note"))
+    else:
+        reasons = tuple(str(item) for item in generative.get("warnings") or ()) or ("(no reason recorded)",)
+        blocks.append(BulletList(reasons, "sampler verdict: UNRELIABLE, because:"))
+    return blocks
+
+
+def sequence_samples_section(run_dir: Path, evaluation: dict[str, Any] | None) -> Section:
+    """A Potts RBM's samples section (module docstring)."""
+    blocks: list[Any] = []
+    generative = (evaluation or {}).get("generative")
+    if isinstance(generative, dict):
+        blocks += _generative_blocks(generative)
+    correlations, logos = (run_dir / path for path in SEQUENCE_FIGURES)
+    if correlations.is_file():
+        caption = "samples' statistics against the alignment's (plots/correlations.png)"
+        blocks.append(Image(correlations.read_bytes(), caption, 900))
+    if not blocks:
+        blocks.append(
+            Paragraph(
+                f"No generative check saved: boltzlab evaluate {run_dir / 'model.safetensors'} --data FILE.fasta "
+                f"--out {run_dir} compares the samples' frequencies and correlations with the alignment's.",
+                "note",
+            )
+        )
+    if logos.is_file():
+        caption = (
+            "hidden-unit weight logos: letters ∝ weights, positive above the axis (plots/weight_logos.png)"
+        )
+        blocks.append(Image(logos.read_bytes(), caption, 1000))
+    return Section("samples", "Samples: the generative check, and the hidden units", tuple(blocks))

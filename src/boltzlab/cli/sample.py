@@ -1,9 +1,10 @@
 """``boltzlab sample MODEL``: run chains on a saved model; write them as a PNG strip or as data.
 
-``--out`` says what is written by its extension (:mod:`boltzlab.cli.sample_files`): ``.png``
-the picture, one row per chain and time left to right (a sample every ``--keep-every``
-sweeps); ``.npy``, ``.npz`` or ``.csv`` the 0/1 samples themselves; any other extension is
-refused before sampling starts. The plain sampler runs in chunks behind a progress bar (on a
+``--out`` says what is written by its extension, or ``--format`` does
+(:mod:`boltzlab.cli.sample_files`): ``.png`` the picture, one row per chain and time left to
+right (a sample every ``--keep-every`` sweeps); ``.npy``, ``.npz`` or ``.csv`` the 0/1 samples
+themselves (a Potts RBM's as symbol indices); ``.fasta`` a Potts RBM's samples as sequences in
+its alphabet; any other extension is refused before sampling starts. The plain sampler runs in chunks behind a progress bar (on a
 terminal, :mod:`boltzlab.cli.progress_display`); the chunks pass the chains and the one
 generator on, so the samples are those of a single :func:`boltzlab.sample` call with the same
 seed. The tempered samplers show their chain-sweeps the same way.
@@ -38,6 +39,7 @@ from typing import Any
 
 import click
 import torch
+from click.core import ParameterSource
 
 from boltzlab import distributed, operators, progress, sampling
 from boltzlab.cli.common import (
@@ -53,7 +55,7 @@ from boltzlab.cli.common import (
 from boltzlab.cli.json_output import echo_json, estimate_diagnostics
 from boltzlab.cli.memory import check_memory
 from boltzlab.cli.progress_display import bar_size, method_progress, show_progress
-from boltzlab.cli.sample_files import check_out_path, write_samples
+from boltzlab.cli.sample_files import resolve_format, write_fasta, write_samples
 from boltzlab.errors import ValidationError
 from boltzlab.operators import Operator
 from boltzlab.rng import make_generator
@@ -267,7 +269,9 @@ def run(model_path: Path, as_json: bool, **options: Any) -> None:
     from boltzlab.plotting import chain_strip_figure, save_figure
     from boltzlab.plotting.tempering import tempered_sampler_figure
 
-    out_format = check_out_path(options["out"])  # before any sweep: a bad name costs nothing
+    # Before any sweep: a bad name costs nothing.
+    out_given = click.get_current_context().get_parameter_source("out") != ParameterSource.DEFAULT
+    options["out"], out_format = resolve_format(options["out"], out_given, options.pop("out_format"))
     if options["keep_every"] > options["sweeps"]:
         raise ValidationError(
             f"--keep-every {options['keep_every']} exceeds --sweeps {options['sweeps']}: no sample would be kept"
@@ -285,7 +289,16 @@ def run(model_path: Path, as_json: bool, **options: Any) -> None:
     model = load_model_file(model_path)
     choose_threads(model)
     _check_sample_size(model, options)
+    alphabet = getattr(model, "alphabet", None)
+    potts = getattr(model, "n_states", None) is not None
+    if out_format == ".fasta" and alphabet is None:
+        what = "records no alphabet" if potts else f"is a {type(model).__name__} of binary units"
+        raise ValidationError(
+            f"--out {options['out']}: FASTA holds sequences, and the model {what}; write .png, .npy, .npz or .csv"
+        )
     image_shape = image_shape_of(model, parse_image_shape(options["image_shape"]))
+    if potts and image_shape is None:
+        image_shape = (model.n_sites, model.n_states)  # a sequence as its one-hot sites × states
     # Built here, so a bad name fails before the progress bar starts.
     operator = operators.get(options["operator"], **operator_params(options["operator"], options["alpha"]))
     echo = (lambda _text: None) if as_json else click.echo
@@ -330,11 +343,13 @@ def run(model_path: Path, as_json: bool, **options: Any) -> None:
         )
         written = [save_figure(figure, options["out"])]
     else:
-        written = [
-            write_samples(
-                samples, options["out"], keep_every=options["keep_every"], burn_in=options["burn_in"]
-            )
-        ]
+        if potts:  # symbol indices, one per site, rather than one-hot units
+            samples = model.to_indices(samples.reshape(-1, samples.shape[-1])).view(*samples.shape[:2], -1)
+        settings = {"keep_every": options["keep_every"], "burn_in": options["burn_in"]}
+        if out_format == ".fasta":
+            written = [write_fasta(samples, alphabet, options["out"], **settings)]
+        else:
+            written = [write_samples(samples, options["out"], out_format=out_format, **settings)]
     if summary is not None:
         out: Path = options["out"]
         temperatures = tempered_sampler_figure(

@@ -56,13 +56,22 @@ from boltzlab.cli.run_outputs import (
     finish_report,
     tensorboard_callbacks,
     tensorboard_dir,
+    write_logos,
     write_plots,
 )
+from boltzlab.cli.sequence_data import (
+    TrainingRows,
+    describe_sequences,
+    sequence_record,
+    weighted_training_data,
+)
+from boltzlab.data.sequence_dataset import SequenceDataset
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.exact import exact_log_z
 from boltzlab.estimators.likelihood import log_likelihood
 from boltzlab.io.run_lock import read_run_id, run_folder, write_run_id
 from boltzlab.models.dbm import DBM
+from boltzlab.models.potts_rbm import PottsRBM
 from boltzlab.models.rbm import RBM
 from boltzlab.models.trajectory import TRAJECTORY_FILE
 from boltzlab.rng import make_generator, spawn
@@ -275,15 +284,39 @@ def _held_out(dataset: datasets.Dataset) -> tuple[Any, str]:
     return None, "validation"
 
 
-def data_metadata(dataset: datasets.Dataset) -> dict[str, Any]:
-    """What a model file records about its training data (``sample`` reads ``image_shape``)."""
-    return {
+def data_metadata(dataset: datasets.Dataset, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a model file records about its training data (``sample`` reads ``image_shape``;
+    ``evaluate`` and ``logz`` read how aligned sequences were weighted and split)."""
+    record = {
         "name": dataset.name,
         "source": dataset.source,
         "n_train": int(dataset.train.shape[0]),
         "n_visible": dataset.n_visible,
         "image_shape": list(dataset.image_shape) if dataset.image_shape else None,
     }
+    if isinstance(dataset, SequenceDataset):
+        record.update(sequence_record(dataset, options or {}))
+    return record
+
+
+def _refuse_dbm_on_sequences(options: dict[str, Any], dataset: datasets.Dataset) -> None:
+    if options["model"] == "dbm" and isinstance(dataset, SequenceDataset):
+        raise ValidationError(
+            f"--model dbm takes binary data; {printable(dataset.name)} holds aligned sequences, which "
+            "train a Potts RBM: --model rbm --hidden N"
+        )
+
+
+def _build_potts(options: dict[str, Any], dataset: SequenceDataset, generator: torch.Generator) -> PottsRBM:
+    """The RBM of aligned sequences: one categorical unit per column (docs/data.md, "Aligned sequences")."""
+    return PottsRBM(
+        dataset.n_sites,
+        dataset.n_states,
+        options["hidden"],
+        alphabet=dataset.alphabet,
+        generator=generator,
+        dtype=_DTYPES[options["dtype"]],
+    )
 
 
 def final_exact_metrics(model: Any, train: Any, validation: Any) -> dict[str, float]:
@@ -367,12 +400,21 @@ def run(**options: Any) -> None:
     params = operator_params(options["operator"], options["alpha"])
     phase_params = algorithm_params(options["algorithm"], options)
     dataset = load_data(options["data"], root=options["data_root"], seed=options["seed"], options=options)
+    _refuse_dbm_on_sequences(options, dataset)
     _check_run_size(options, dataset)
     held_out, held_out_label = _held_out(dataset)
 
     model_generator, train_generator = spawn(make_generator(options["seed"]), 2)
-    if options["model"] == "dbm":
-        model: Any = _build_dbm(options, dataset, model_generator)
+    sequences = dataset if isinstance(dataset, SequenceDataset) else None
+    rows = TrainingRows(dataset.train)
+    if sequences is not None:
+        model: Any = _build_potts(options, sequences, model_generator)
+        shape = (
+            f"Potts RBM {sequences.n_sites} sites × {sequences.n_states} states × {options['hidden']} hidden"
+        )
+        rows = weighted_training_data(sequences, seed=options["seed"])
+    elif options["model"] == "dbm":
+        model = _build_dbm(options, dataset, model_generator)
         shape = f"DBM {'-'.join(str(size) for size in model.layer_sizes)}"
     else:
         model = RBM(
@@ -404,13 +446,16 @@ def run(**options: Any) -> None:
         f"training {shape} on {printable(dataset.name)} "
         f"({dataset.train.shape[0]} examples) {method}{validation}; writing to {out}/"
     )
+    if sequences is not None:
+        click.echo(describe_sequences(sequences))
+        click.echo(rows.note)
     logger = tensorboard_callbacks(
         options["tensorboard"] if main else None, out, image_shape=dataset.image_shape, seed=options["seed"]
     )
     started = time.perf_counter()
     result = train_model(
         model,
-        dataset.train,
+        rows.data,
         algorithm=_algorithm_name(options["algorithm"]),
         algorithm_params=phase_params,
         operator=options["operator"],
@@ -442,6 +487,7 @@ def run(**options: Any) -> None:
         snapshot_dir=out,
         chain_blocks=options["chain_blocks"],
         run_id=run_id,
+        **rows.keywords,
     )
     if not main:
         return
@@ -457,10 +503,12 @@ def run(**options: Any) -> None:
     written.append(
         model.save(
             out / "model.safetensors",
-            metadata={"data": data_metadata(dataset), "created_by": "boltzlab train"},
+            metadata={"data": data_metadata(dataset, options), "created_by": "boltzlab train"},
         )
     )
-    negative = None if result.final_chains is None else result.final_chains.layers[0]
+    negative = None if result.final_chains is None or sequences is not None else result.final_chains.layers[0]
+    if sequences is not None:
+        written += write_logos(model, out / "plots", title=f"{shape} on {dataset.name}")
     written += write_plots(
         result,
         dataset,

@@ -12,6 +12,7 @@ from boltzlab.data.hdf5_files import read_hdf5
 from boltzlab.data.npy_files import read_npy
 from boltzlab.data.readers import binarize, read_idx, read_npz, read_svmlight
 from boltzlab.data.registry import Dataset, available, load
+from boltzlab.data.sequence_dataset import SequenceDataset, load_sequences
 from boltzlab.data.sequence_weights import effective_number, homology_split, sequence_weights
 from boltzlab.data.sequences import Alignment, Alphabet, read_fasta, read_sequence_lines
 from boltzlab.data.splits import carve_splits
@@ -22,6 +23,7 @@ __all__ = [
     "Alignment",
     "Alphabet",
     "Dataset",
+    "SequenceDataset",
     "artificial_mode_patterns",
     "artificial_modes",
     "available",
@@ -31,6 +33,7 @@ __all__ = [
     "effective_number",
     "homology_split",
     "load",
+    "load_sequences",
     "read_fasta",
     "read_hdf5",
     "read_idx",

@@ -91,7 +91,7 @@ class Dataset:
 
         has_labels = self.train_labels is not None
         return (
-            f"Dataset(name={self.name!r}, train={shape(self.train)}, valid={shape(self.valid)}, "
+            f"{type(self).__name__}(name={self.name!r}, train={shape(self.train)}, valid={shape(self.valid)}, "
             f"test={shape(self.test)}, labels={has_labels}, image_shape={self.image_shape}, "
             f"source={self.source!r})"
         )

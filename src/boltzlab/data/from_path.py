@@ -11,16 +11,17 @@ from boltzlab.data import readers
 from boltzlab.data.dataset import Dataset, from_arrays
 from boltzlab.data.hdf5_files import read_hdf5
 from boltzlab.data.npy_files import read_npy
+from boltzlab.data.sequences import FASTA_SUFFIXES
 from boltzlab.data.text_files import looks_like_svmlight, read_text, require_binary_text
 from boltzlab.errors import DataError, ValidationError
 
 __all__ = ["FILE_NAMES", "format_from_name", "guess_format"]
 
-_FORMATS = ("npz", "npy", "idx", "svmlight", "text", "hdf5")
+_FORMATS = ("npz", "npy", "idx", "svmlight", "text", "hdf5", "fasta")
 #: The file names whose format :func:`guess_format` recognises, as error messages list them.
 FILE_NAMES = (
-    ".npz, .npy, .csv, .tsv, .txt, .h5, .hdf5, an IDX name (*-ubyte, *.idx*) or a svmlight name "
-    "(.svm, .libsvm, .svmlight), optionally .gz"
+    ".npz, .npy, .csv, .tsv, .txt, .h5, .hdf5, an IDX name (*-ubyte, *.idx*), a svmlight name "
+    "(.svm, .libsvm, .svmlight) or aligned FASTA (.fasta, .fa, .faa, .afa, .a2m, .aln), optionally .gz"
 )
 # What a file holding one array of examples (and maybe labels) calls them in error messages:
 # the user named the file, not the x_train key it is stored under internally.
@@ -36,8 +37,14 @@ def format_from_name(path: Path) -> str | None:
 
 
 def guess_format(path: Path) -> str:
-    """The format of ``path`` from its name; a ``.txt`` file is svmlight if its lines hold ``index:value``."""
+    """The format of ``path`` from its name; a ``.txt`` file is svmlight if its lines hold ``index:value``.
+
+    ``"fasta"`` (aligned sequences) is read by :func:`boltzlab.data.sequence_dataset.load_sequences`,
+    not by :func:`load_path`.
+    """
     name = path.name.lower().removesuffix(".gz")
+    if name.endswith(FASTA_SUFFIXES):
+        return "fasta"
     if name.endswith(".npz"):
         return "npz"
     if name.endswith(".npy"):
@@ -76,6 +83,11 @@ def load_path(
     file_format = format if format is not None else guess_format(path)
     if file_format not in _FORMATS:
         raise ValidationError(f"format must be one of {', '.join(_FORMATS)}, got {format!r}")
+    if file_format == "fasta":
+        raise ValidationError(
+            f"{path}: aligned FASTA is read by boltzlab.data.load (a SequenceDataset), which takes no "
+            "binarize, pixel_max, n_features or data_key"
+        )
     if n_features is not None and file_format != "svmlight":
         raise ValidationError(f"n_features applies to svmlight files only, not {file_format} ({path})")
     if data_key is not None and file_format != "hdf5":

@@ -26,7 +26,7 @@ import torch
 
 from boltzlab.data.dataset import Dataset
 from boltzlab.data.dna import load_dna
-from boltzlab.data.from_path import load_path
+from boltzlab.data.from_path import format_from_name, load_path
 from boltzlab.data.generated import (
     DIGITS_SPLIT_SEED,
     load_artificial_modes,
@@ -36,6 +36,7 @@ from boltzlab.data.generated import (
 from boltzlab.data.locate import ENVIRONMENT_VARIABLE, STANDARD_LOCATIONS
 from boltzlab.data.mnist import load_mnist_family
 from boltzlab.data.npz_datasets import NPZ_DATASETS, npz_loader
+from boltzlab.data.sequence_dataset import load_sequences
 from boltzlab.data.splits import DEFAULT_SPLIT_SEED, carve_splits
 from boltzlab.errors import DataError, ValidationError
 
@@ -97,7 +98,12 @@ def load(
         ``pixel_max`` (the value meaning fully on; default 255 for integer arrays, 1 for
         floats and text) binarise grey levels (otherwise values must be exactly 0/1), and
         ``n_features`` is passed to the svmlight reader. A name wins over a file of the same
-        name in the working directory.
+        name in the working directory. Aligned FASTA (``.fasta``, ``.fa``, ``.faa``, ``.afa``,
+        ``.a2m``, ``.aln``, optionally ``.gz``; or ``format="fasta"``) is read as a
+        :class:`~boltzlab.data.sequence_dataset.SequenceDataset` by
+        :func:`~boltzlab.data.sequence_dataset.load_sequences`, with its options ``alphabet``,
+        ``identity``, ``weighted``, ``split`` and ``unknown``; its held-out splits are drawn
+        there (by homology, 10% test by default), not by the permutation below.
     root : str or path-like, optional
         Where to look first for file-backed names: a folder (also searched in a subfolder
         named after the dataset) or the file itself. Then each folder in the
@@ -143,13 +149,27 @@ def load(
                 f"unknown dataset {key!r}: not a name ({', '.join(available())}) and no such file"
             )
         loader = load_path
+        if options.get("format", format_from_name(path)) == "fasta":
+            # Aligned sequences: their own reader, weights and homology-aware splits.
+            options.pop("format", None)
+            loader = load_sequences
     accepted = [
-        name for name in inspect.signature(loader).parameters if name not in ("path", "root", "generator")
+        name
+        for name in inspect.signature(loader).parameters
+        if name not in ("path", "root", "generator", "test_fraction", "validation_fraction", "split_seed")
     ]
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise ValidationError(
             f"unknown option(s) {', '.join(unknown)} for {key!r}; accepted: {', '.join(accepted) or 'none'}"
+        )
+    if loader is load_sequences:
+        return load_sequences(
+            path,
+            test_fraction=test_fraction,
+            validation_fraction=validation_fraction,
+            split_seed=split_seed,
+            **options,
         )
     if path is not None:
         dataset = load_path(path, root=root, generator=generator, **options)

@@ -35,13 +35,15 @@ from scipy.sparse.csgraph import connected_components
 from torch import Tensor
 
 from boltzlab.errors import DataError
-from boltzlab.rng import make_generator
+from boltzlab.rng import resolve_generator
 
 __all__ = [
     "DEFAULT_IDENTITY",
     "HomologySplit",
+    "IdentityGraph",
     "effective_number",
     "homology_split",
+    "identity_graph",
     "identity_neighbours",
     "sequence_weights",
 ]
@@ -139,6 +141,63 @@ class HomologySplit:
     largest_group: int
 
 
+@dataclass(frozen=True, slots=True)
+class IdentityGraph:
+    """The pairs within an identity, as what weights and splits need: counts and groups.
+
+    One pass of the block products gives both, so an alignment that is weighted and split
+    (``boltzlab train --data family.fasta``) pays for the ``N × N`` comparison once.
+
+    Attributes
+    ----------
+    neighbours : Tensor, shape (N,), int64
+        Sequences within ``identity`` of each one, itself included (:func:`identity_neighbours`).
+    groups : Tensor, shape (N,), int64
+        The group of each sequence: single-linkage components of the pairs within
+        ``identity``, numbered from 0.
+    identity : float
+    """
+
+    neighbours: Tensor
+    groups: Tensor
+    identity: float
+
+    @property
+    def n_groups(self) -> int:
+        return int(self.groups.max()) + 1 if self.groups.numel() else 0
+
+    def subset(self, rows: Tensor) -> IdentityGraph:
+        """The graph of the sequences ``rows`` alone, valid when no pair within ``identity``
+        joins them to a sequence outside (``rows`` is a union of whole groups, as the two sides
+        of a homology split are): their neighbours all lie inside, so the counts stand."""
+        groups = self.groups[rows]
+        _, renumbered = torch.unique(groups, return_inverse=True)
+        return IdentityGraph(self.neighbours[rows], renumbered.reshape(-1), self.identity)
+
+
+def identity_graph(
+    sequences: Tensor, q: int, identity: float = DEFAULT_IDENTITY, *, block: int | None = None
+) -> IdentityGraph:
+    """Neighbour counts and single-linkage groups of the pairs within ``identity``, in one pass.
+
+    Parameters as :func:`sequence_weights`; ``1 / graph.neighbours`` are the sequence weights.
+    """
+    _check(sequences, q, identity)
+    n = sequences.shape[0]
+    counts = torch.empty(n, dtype=torch.int64)
+    rows, columns = [], []
+    for start, within in _blocks(sequences, q, identity, block):
+        counts[start : start + within.shape[0]] = within.sum(1).cpu()
+        # Each pair once: global column > global row, i.e. local column ≥ local row + start + 1.
+        pairs = torch.nonzero(torch.triu(within, diagonal=start + 1))
+        rows.append(pairs[:, 0].cpu().numpy() + start)
+        columns.append(pairs[:, 1].cpu().numpy())
+    row = np.concatenate(rows)
+    graph = coo_matrix((np.ones(row.size, dtype=np.int8), (row, np.concatenate(columns))), shape=(n, n))
+    _, labels = connected_components(graph, directed=False)
+    return IdentityGraph(counts, torch.from_numpy(labels.astype(np.int64)), float(identity))
+
+
 def homology_split(
     sequences: Tensor,
     q: int,
@@ -147,6 +206,7 @@ def homology_split(
     identity: float = DEFAULT_IDENTITY,
     generator: torch.Generator | int | None = None,
     block: int | None = None,
+    graph: IdentityGraph | None = None,
 ) -> HomologySplit:
     """Split an alignment so that no test sequence is within ``identity`` of a training one.
 
@@ -165,6 +225,9 @@ def homology_split(
         The order in which groups are drawn.
     block : int, optional
         As in :func:`sequence_weights`.
+    graph : IdentityGraph, optional
+        The groups of ``sequences`` at ``identity``, already computed (:func:`identity_graph`);
+        the split is then the same as without it, at no further cost.
 
     Raises
     ------
@@ -176,17 +239,17 @@ def homology_split(
     if not (isinstance(test_fraction, int | float) and 0.0 < test_fraction < 1.0):
         raise DataError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
     n = sequences.shape[0]
-    rows, columns = [], []
-    for start, within in _blocks(sequences, q, identity, block):
-        # Each pair once: global column > global row, i.e. local column ≥ local row + start + 1.
-        pairs = torch.nonzero(torch.triu(within, diagonal=start + 1))
-        rows.append(pairs[:, 0].cpu().numpy() + start)
-        columns.append(pairs[:, 1].cpu().numpy())
-    row = np.concatenate(rows)
-    graph = coo_matrix((np.ones(row.size, dtype=np.int8), (row, np.concatenate(columns))), shape=(n, n))
-    n_groups, labels = connected_components(graph, directed=False)
+    if graph is None:
+        graph = identity_graph(sequences, q, identity, block=block)
+    elif graph.groups.shape != (n,) or graph.identity != float(identity):
+        raise DataError(
+            f"graph= was computed for {graph.groups.shape[0]} sequences at identity {graph.identity:g}, "
+            f"not these {n} at {identity:g}"
+        )
+    labels = graph.groups.numpy()
+    n_groups = graph.n_groups
     sizes = np.bincount(labels, minlength=n_groups)
-    generator = make_generator(generator)
+    generator = resolve_generator(generator)
     order = torch.randperm(n_groups, generator=generator).numpy()
     wanted = test_fraction * n
     chosen, taken = [], 0

@@ -220,7 +220,7 @@ def _encode(
             raise DataError(
                 f"{path}: line {line_number}, column {offset + column + 1} ({name}): {text[column]!r} is not in "
                 f"the {alphabet.name} alphabet ({alphabet.symbols}); fix the file, choose another alphabet, "
-                "or pass unknown='gap' to read unknown symbols as gaps"
+                "or read unknown symbols as gaps (unknown='gap'; on the command line --unknown-as-gap)"
             )
         codes.append(mapped)
     return np.frombuffer(b"".join(codes), dtype=np.uint8)

@@ -13,6 +13,8 @@ from typing import Any
 import click
 
 from boltzlab.cli.choices import (
+    DEFAULT_CHECK_CHAINS,
+    DEFAULT_CHECK_SWEEPS,
     DEFAULT_METHOD_WORK,
     DEFAULT_RAISE_EXAMPLES,
     ESTIMATOR_METHODS,
@@ -30,7 +32,8 @@ __all__ = ["evaluate"]
 Example:
   boltzlab evaluate runs/mnist/model.safetensors --data mnist
   boltzlab evaluate model.safetensors --data mnist --methods exact,ais,raise,rts,mbar --budget 1000
-  boltzlab evaluate model.safetensors --data digits.npz --chains 200 --operator flip --seed 3""",
+  boltzlab evaluate model.safetensors --data digits.npz --chains 200 --operator flip --seed 3
+  boltzlab evaluate runs/ww/model.safetensors --data WW_domain.fasta --out runs/ww""",
 )
 @click.argument("model_path", metavar="MODEL", type=click.Path(path_type=Path))
 @click.option(
@@ -91,6 +94,22 @@ Example:
     "--data-root", type=click.Path(path_type=Path), metavar="DIR", help="Where to look for dataset files."
 )
 @data_file_options
+@click.option(
+    "--check-sweeps",
+    type=click.IntRange(min=0),
+    default=DEFAULT_CHECK_SWEEPS,
+    show_default=True,
+    metavar="SWEEPS",
+    help="Aligned sequences: PT steps (10 levels) of the generative check, after 0.4× as many of burn-in, "
+    "a sample every 1% of them; 0 skips the check.",
+)
+@click.option(
+    "--check-chains",
+    type=click.IntRange(min=1),
+    default=DEFAULT_CHECK_CHAINS,
+    show_default=True,
+    help="Aligned sequences: chains of the generative check.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (every row, with diagnostics).")
 @click.option(
     "--out",
@@ -107,6 +126,11 @@ def evaluate(**options: Any) -> None:
     and RAISE both ran, the sandwich they give is printed last. For a DBM the log-likelihood
     columns are empty and a second table gives the variational lower bound per split (with
     the most precise log Z above) and per-example AIS log p(v) on a few test examples.
+
+    For a Potts RBM with aligned FASTA, the log-likelihoods weight each sequence by its sequence
+    weight, and a generative check follows: the samples' single-site frequencies and connected
+    correlations against the training sequences' (Pearson r and slope); with --out it is also
+    drawn as RUN_DIR/plots/correlations.png.
     """
     # Imported here, not at the top: the implementation imports torch and the library, and
     # `boltzlab evaluate --help` must not wait for them.

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from boltzlab.cli.choices import SAMPLERS
+from boltzlab.cli.choices import SAMPLE_FORMATS, SAMPLERS
 from boltzlab.cli.common import SEED, FiniteFloat, command_options, operator_help
 
 __all__ = ["sample"]
@@ -27,7 +27,8 @@ Example:
   boltzlab sample runs/digits/model.safetensors --operator flip --out samples-flip.png
   boltzlab sample runs/digits/model.safetensors --chains 100 --sweeps 5000 --out samples.npy
   boltzlab sample runs/digits/model.safetensors --sampler pt --levels 8 --out samples-pt.png
-  boltzlab sample runs/digits/model.safetensors --sampler ptt --out samples-ptt.png""",
+  boltzlab sample runs/digits/model.safetensors --sampler ptt --out samples-ptt.png
+  boltzlab sample runs/ww/model.safetensors --chains 100 --sweeps 2000 --burn-in 500 --format fasta""",
 )
 @click.argument("model_path", metavar="MODEL", type=click.Path(path_type=Path))
 @click.option("--sampler", default="plain", show_default=True, help=f"Sampler: {', '.join(SAMPLERS)}.")
@@ -76,7 +77,15 @@ Example:
     default=Path("samples.png"),
     show_default=True,
     help="File to write, by its extension: .png the picture; .npy (n_kept, n_chains, n_visible) uint8, "
-    ".npz (samples, sweeps, chains) or .csv (chain,sweep,v0,... per line) the 0/1 samples.",
+    ".npz (samples, sweeps, chains) or .csv (chain,sweep,v0,... per line) the 0/1 samples (a Potts "
+    "RBM's: symbol indices per site); .fasta a Potts RBM's sequences.",
+)
+@click.option(
+    "--format",
+    "out_format",
+    type=click.Choice(SAMPLE_FORMATS, case_sensitive=False),
+    help="What to write when --out does not say it (default: by --out's extension; with no --out, "
+    "samples.FORMAT).",
 )
 @click.option(
     "--json",
@@ -87,7 +96,7 @@ Example:
 @command_options
 def sample(**options: Any) -> None:
     """Draw consecutive samples of a few chains from a saved model: a PNG (rows = chains), or the
-    samples themselves with --out FILE.npy, .npz or .csv.
+    samples themselves with --out FILE.npy, .npz or .csv (a Potts RBM's also as FILE.fasta).
 
     Tempered samplers also write OUT-STEM-temperatures.png: where their chains went on the ladder.
     """

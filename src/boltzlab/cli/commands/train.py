@@ -46,13 +46,15 @@ Example:
       --hidden 64 --out runs/pixels
   boltzlab train --model dbm --layers 784,500,1000 --algorithm cast --data mnist \\
       --learning-rate 0.005 --lr-schedule inverse --pretrain --updates 20000 --out runs/mnist-dbm
-  boltzlab train --data digits --hidden 16 --algorithm pcd --centering --l1 1e-4 --out runs/centred""",
+  boltzlab train --data digits --hidden 16 --algorithm pcd --centering --l1 1e-4 --out runs/centred
+  boltzlab train --data WW_domain_MSA.fasta --hidden 100 --algorithm pcd --updates 60000 --out runs/ww""",
 )
 @click.option(
     "--data",
     required=True,
     metavar="NAME|PATH",
-    help=f"Dataset name ({', '.join(DATASETS)}) or file.",
+    help=f"Dataset name ({', '.join(DATASETS)}) or file; an aligned FASTA file (.fasta, .fa, .a2m, ...) "
+    "trains a Potts RBM (one categorical unit per column).",
 )
 @click.option(
     "--model",
