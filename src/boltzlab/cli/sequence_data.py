@@ -3,11 +3,9 @@
 ``--data family.fasta`` gives a :class:`~boltzlab.data.sequence_dataset.SequenceDataset`
 (docs/data.md, "Aligned sequences"). The commands use it through these functions:
 
-* :func:`weighted_training_data` is the **one place** where sequence weights reach training.
-  When :func:`boltzlab.train` takes ``sample_weights=`` it passes them there; until then it
-  resamples the training rows, ``N`` draws with replacement with probabilities proportional to
-  the weights, so that minibatches (and the fitted profile base) follow the weighted
-  alignment in expectation. Either way the console says which.
+* :func:`weighted_training_data` is the **one place** where sequence weights reach training:
+  :func:`boltzlab.train`'s ``sample_weights=`` (minibatch rows drawn in proportion to weight,
+  and the profile base fitted to the weighted frequencies; docs/training.md).
 * :func:`sequence_record` is what ``train`` writes into the model file about how the sequences
   were read and split, and :func:`recorded_reading` reads it back, so that ``evaluate`` and
   ``logz`` hold out the sequences ``train`` held out without repeating the flags.
@@ -17,7 +15,6 @@
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +24,6 @@ from torch import Tensor, nn
 from boltzlab.data.sequence_dataset import DEFAULT_SEQUENCE_TEST_FRACTION, SequenceDataset
 from boltzlab.errors import ValidationError
 from boltzlab.estimators.likelihood import log_unnormalized
-from boltzlab.training import train as train_model
 
 __all__ = [
     "TrainingRows",
@@ -52,10 +48,9 @@ class TrainingRows:
     Attributes
     ----------
     data : Tensor, shape (n, L·q)
-        One-hot training rows (resampled by weight when ``keywords`` is empty and the data is
-        weighted).
+        One-hot training rows.
     keywords : dict
-        ``{"sample_weights": weights}`` when ``train`` takes them, else empty.
+        ``{"sample_weights": weights}`` for a weighted alignment, else empty.
     note : str
         How the weights reached training, for the console.
     """
@@ -65,27 +60,12 @@ class TrainingRows:
     note: str = ""
 
 
-def _train_takes_weights() -> bool:
-    return "sample_weights" in inspect.signature(train_model).parameters
-
-
-def weighted_training_data(dataset: SequenceDataset, *, seed: int) -> TrainingRows:
+def weighted_training_data(dataset: SequenceDataset) -> TrainingRows:
     """The training rows and weights of ``dataset`` as :func:`boltzlab.train` takes them (module docstring)."""
     weights = dataset.train_weights
     if weights is None:
         return TrainingRows(dataset.train, note="unweighted: every sequence counts 1")
-    if _train_takes_weights():
-        return TrainingRows(
-            dataset.train, {"sample_weights": weights}, note="sequence weights passed to training"
-        )
-    generator = torch.Generator().manual_seed(int(seed))
-    n = dataset.train.shape[0]
-    rows = torch.multinomial(weights / weights.sum(), n, replacement=True, generator=generator)
-    return TrainingRows(
-        dataset.train[rows],
-        note=f"sequence weights reach training by resampling: {n:,} rows drawn with probability "
-        "proportional to weight (drawn with --seed)",
-    )
+    return TrainingRows(dataset.train, {"sample_weights": weights}, note="sequence weights passed to training")
 
 
 def effective_fractions(options: dict[str, Any]) -> tuple[float, float]:

@@ -412,7 +412,7 @@ def run(**options: Any) -> None:
         shape = (
             f"Potts RBM {sequences.n_sites} sites × {sequences.n_states} states × {options['hidden']} hidden"
         )
-        rows = weighted_training_data(sequences, seed=options["seed"])
+        rows = weighted_training_data(sequences)
     elif options["model"] == "dbm":
         model = _build_dbm(options, dataset, model_generator)
         shape = f"DBM {'-'.join(str(size) for size in model.layer_sizes)}"

@@ -282,7 +282,7 @@ class CategoricalVisible:
         sites' frequencies through every column of ``W`` at once: on the WW domain the 20 hidden
         units of a PCD-trained model became copies of one another and the model stayed the
         independent-site profile (test −53.06 nats against −48.54 from the profile;
-        docs/training.md, "Centred gradients"). Hinton (2010, §8) gives the same advice for
+        docs/training.md, "Centring"). Hinton (2010, §8) gives the same advice for
         binary units. Fields that are not all zero (a model trained before, or set by hand)
         are left alone, and so is every model whose ``profile_start`` is False.
         """
