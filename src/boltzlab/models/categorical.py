@@ -26,17 +26,19 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from boltzlab.data.sequences import Alignment, Alphabet
+from boltzlab.data.sequences import Alignment, Alphabet, get_alphabet
 from boltzlab.errors import ValidationError
 from boltzlab.models.witness import DEFAULT_WITNESS_ROWS, WitnessRows
 from boltzlab.rng import sample_categorical
-from boltzlab.validation import check_sample_weights, require
+from boltzlab.validation import check_positive_int, check_sample_weights, require
 
 __all__ = [
     "DEFAULT_PSEUDOCOUNT",
     "CategoricalVisible",
     "all_categorical_states",
+    "alphabet_record",
     "as_one_hot",
+    "categorical_shape",
     "gauge_visible_coupling_",
     "logsumexp_sites",
     "one_hot_indices",
@@ -158,6 +160,58 @@ def logsumexp_sites(logits: Tensor, n_states: int) -> Tensor:
     """``Σ_i logsumexp_a logits[:, i, a]`` of rows ``(n, L·q)``; float64 ``(n,)``."""
     n = logits.shape[0]
     return torch.logsumexp(logits.view(n, -1, n_states), 2).sum(1, dtype=torch.float64)
+
+
+def categorical_shape(
+    n_sites: int | None,
+    n_states: int | None,
+    first_weights: Tensor | None,
+    alphabet: str | Alphabet | None,
+    *,
+    model: str,
+) -> tuple[int, int, Tensor | None, Alphabet | None]:
+    """Check a categorical model's shape arguments: ``(L, q, weights into layer 1 as (L·q, n_1), alphabet)``.
+
+    ``first_weights`` may have the shape ``(L, q, n_1)`` (which gives ``L`` and ``q``) or
+    ``(L·q, n_1)`` (which needs ``q``); ``q`` may also come from ``alphabet``. ``model`` names
+    the class in messages.
+    """
+    symbols = None if alphabet is None else get_alphabet(alphabet)
+    if n_states is None and symbols is not None:
+        n_states = symbols.q
+    if first_weights is not None:
+        first_weights = torch.as_tensor(first_weights)
+        if first_weights.dim() == 3:
+            require(
+                n_states in (None, first_weights.shape[1]) and n_sites in (None, first_weights.shape[0]),
+                f"weights of shape {tuple(first_weights.shape)} disagree with n_sites={n_sites}, n_states={n_states}",
+            )
+            n_sites, n_states = first_weights.shape[0], first_weights.shape[1]
+            first_weights = first_weights.reshape(n_sites * n_states, first_weights.shape[2])
+        else:
+            require(
+                n_states is not None and first_weights.dim() == 2 and first_weights.shape[0] % n_states == 0,
+                "weights into the first hidden layer of shape (L·q, n_1) need n_states, and L·q must be a "
+                "multiple of it; or give them the shape (L, q, n_1)",
+            )
+            n_sites = first_weights.shape[0] // n_states
+    require(
+        n_sites is not None and n_states is not None,
+        f"a {model} needs n_sites and n_states (or an alphabet), or weights of shape (L, q, n_1)",
+    )
+    n_sites = check_positive_int(n_sites, "n_sites")
+    n_states = check_positive_int(n_states, "n_states")
+    require(n_states >= 2, f"a categorical unit needs n_states >= 2, got {n_states}")
+    require(
+        symbols is None or symbols.q == n_states,
+        f"the alphabet has {0 if symbols is None else symbols.q} symbols, but n_states={n_states}",
+    )
+    return n_sites, n_states, first_weights, symbols
+
+
+def alphabet_record(symbols: Alphabet) -> dict[str, Any]:
+    """What a model's metadata keeps of its alphabet (read back by ``CategoricalVisible.alphabet``)."""
+    return {"name": symbols.name, "symbols": symbols.symbols, "gap": symbols.gap}
 
 
 @torch.no_grad()

@@ -23,13 +23,18 @@ import torch
 from torch import Tensor
 
 from boltzlab.chains import Chains
-from boltzlab.data.sequences import Alphabet, get_alphabet
+from boltzlab.data.sequences import Alphabet
 from boltzlab.io import register_model_kind
-from boltzlab.models.categorical import CategoricalVisible, gauge_visible_coupling_
+from boltzlab.models.categorical import (
+    CategoricalVisible,
+    alphabet_record,
+    categorical_shape,
+    gauge_visible_coupling_,
+)
 from boltzlab.models.dbm import DBM
 from boltzlab.models.dbm_enumeration import DBMParameters64, visible_log_f
 from boltzlab.models.files import potts_dbm_kind
-from boltzlab.validation import check_positive_int, require
+from boltzlab.validation import require
 
 __all__ = ["PottsDBM"]
 
@@ -77,32 +82,12 @@ class PottsDBM(CategoricalVisible, DBM):
         generator: torch.Generator | int | None = None,
         weight_std: float = 0.01,
     ) -> None:
-        symbols = None if alphabet is None else get_alphabet(alphabet)
-        if n_states is None and symbols is not None:
-            n_states = symbols.q
+        first = None if weights is None else weights[0]
+        n_sites, n_states, first, symbols = categorical_shape(
+            n_sites, n_states, first, alphabet, model="PottsDBM"
+        )
         if weights is not None:
-            weights = [torch.as_tensor(matrix) for matrix in weights]
-            first = weights[0]
-            if first.dim() == 3:
-                n_sites, n_states = first.shape[0], first.shape[1]
-                weights[0] = first.reshape(n_sites * n_states, first.shape[2])
-            else:
-                require(
-                    n_states is not None and first.dim() == 2 and first.shape[0] % n_states == 0,
-                    "weights[0] of shape (L·q, n_1) needs n_states; or give it the shape (L, q, n_1)",
-                )
-                n_sites = first.shape[0] // n_states
-        require(
-            n_sites is not None and n_states is not None,
-            "a PottsDBM needs n_sites and n_states (or an alphabet), or weights[0] of shape (L, q, n_1)",
-        )
-        n_sites = check_positive_int(n_sites, "n_sites")
-        n_states = check_positive_int(n_states, "n_states")
-        require(n_states >= 2, f"a categorical unit needs n_states >= 2, got {n_states}")
-        require(
-            symbols is None or symbols.q == n_states,
-            f"the alphabet has {0 if symbols is None else symbols.q} symbols, but n_states={n_states}",
-        )
+            weights = [first, *weights[1:]]
         if biases is not None:
             biases = [torch.as_tensor(biases[0]).reshape(-1), *biases[1:]]
         layer_sizes = None
@@ -123,7 +108,7 @@ class PottsDBM(CategoricalVisible, DBM):
         )
         self.n_states = n_states
         if symbols is not None:
-            self.metadata["alphabet"] = {"name": symbols.name, "symbols": symbols.symbols, "gap": symbols.gap}
+            self.metadata["alphabet"] = alphabet_record(symbols)
         if weights is None:
             self.apply_gauge_()
 

@@ -53,24 +53,26 @@ import torch
 from torch import Tensor, nn
 
 from boltzlab import gemm
-from boltzlab.data.sequences import Alphabet, get_alphabet
+from boltzlab.data.sequences import Alphabet
 from boltzlab.errors import ValidationError
 from boltzlab.io import register_model_kind
-from boltzlab.models.base import MarginalTerms, all_ones, log_f_marginal
+from boltzlab.models.base import all_ones, log_f_marginal
 from boltzlab.models.base_rate import BaseRateModel
 from boltzlab.models.bipartite import BipartiteModel
 from boltzlab.models.categorical import (
     CategoricalVisible,
     all_categorical_states,
+    alphabet_record,
+    categorical_shape,
     gauge_visible_coupling_,
     logsumexp_sites,
 )
 from boltzlab.models.files import potts_rbm_kind
 from boltzlab.models.parameters import check_dtype
-from boltzlab.models.rbm import _chunk_terms, all_binary_states
+from boltzlab.models.rbm import RBM, _chunk_terms, all_binary_states
 from boltzlab.models.witness import WitnessRows
 from boltzlab.numerics import softplus
-from boltzlab.validation import check_device, check_positive_int, require
+from boltzlab.validation import check_device, require
 
 # all_categorical_states lives in boltzlab.models.categorical; it stays importable from here.
 __all__ = ["PottsRBM", "all_categorical_states"]
@@ -140,36 +142,8 @@ class PottsRBM(CategoricalVisible, WitnessRows, BaseRateModel, BipartiteModel, n
     ) -> None:
         super().__init__()
         device = check_device(device)
-        symbols = None if alphabet is None else get_alphabet(alphabet)
-        if n_states is None and symbols is not None:
-            n_states = symbols.q
-        if weights is not None:
-            weights = torch.as_tensor(weights)
-            if weights.dim() == 3:
-                n_sites_w, n_states_w, _ = weights.shape
-                require(
-                    n_states in (None, n_states_w) and n_sites in (None, n_sites_w),
-                    f"weights of shape {tuple(weights.shape)} disagree with n_sites={n_sites}, n_states={n_states}",
-                )
-                n_sites, n_states = n_sites_w, n_states_w
-                weights = weights.reshape(n_sites * n_states, weights.shape[2])
-            else:
-                require(
-                    n_states is not None and weights.dim() == 2 and weights.shape[0] % n_states == 0,
-                    "weights of shape (L·q, J) need n_states, and L·q must be a multiple of it; "
-                    "or give weights of shape (L, q, J)",
-                )
-                n_sites = weights.shape[0] // n_states
-        require(
-            n_sites is not None and n_states is not None,
-            "a PottsRBM needs n_sites and n_states (or an alphabet), or weights of shape (L, q, J)",
-        )
-        n_sites = check_positive_int(n_sites, "n_sites")
-        n_states = check_positive_int(n_states, "n_states")
-        require(n_states >= 2, f"a categorical unit needs n_states >= 2, got {n_states}")
-        require(
-            symbols is None or symbols.q == n_states,
-            f"the alphabet has {0 if symbols is None else symbols.q} symbols, but n_states={n_states}",
+        n_sites, n_states, weights, symbols = categorical_shape(
+            n_sites, n_states, weights, alphabet, model="PottsRBM"
         )
         if visible_bias is not None:
             visible_bias = torch.as_tensor(visible_bias).reshape(-1)
@@ -187,7 +161,7 @@ class PottsRBM(CategoricalVisible, WitnessRows, BaseRateModel, BipartiteModel, n
         )
         self.register_buffer("base_logits", torch.zeros(self.n_visible, dtype=dtype, device=device))
         if symbols is not None:
-            self.metadata["alphabet"] = {"name": symbols.name, "symbols": symbols.symbols, "gap": symbols.gap}
+            self.metadata["alphabet"] = alphabet_record(symbols)
         if weights is None:
             self.apply_gauge_()
 
@@ -225,24 +199,10 @@ class PottsRBM(CategoricalVisible, WitnessRows, BaseRateModel, BipartiteModel, n
         return self
 
     # ------------------------------------------------------------------ densities
-    def energy(self, layers: tuple[Tensor, ...]) -> Tensor:
-        """``E(v, h)`` per chain (one-hot ``v``); float64, shape ``(n,)``."""
-        v, h = (layer.to(torch.float64) for layer in layers[:2])
-        weights = self.weights.detach().to(torch.float64)
-        return -(
-            ((v @ weights) * h).sum(1)
-            + v @ self.visible_bias.detach().to(torch.float64)
-            + h @ self.hidden_bias.detach().to(torch.float64)
-        )
-
-    def marginal_terms(self, layers: tuple[Tensor, ...] | Tensor) -> MarginalTerms:
-        """Summed-out pieces for one-hot visible states (``layers`` or just ``v``, shape ``(n, L·q)``)."""
-        v = layers[0] if isinstance(layers, tuple) else layers
-        with torch.no_grad():
-            preactivation = gemm.addmm(self.hidden_bias, v, self.weights)
-            base = self._base_log_p1(v)
-            linear = v.to(torch.float64) @ self.visible_bias.to(torch.float64)
-        return MarginalTerms(base=base, linear=linear, preactivation=preactivation)
+    # The binary RBM's energy and summed-out pieces, read on the one-hot layer: E(v, h) and
+    # (base, b·v, c + vW) are the same expressions of the flattened (L·q, J) parameters.
+    energy = RBM.energy
+    marginal_terms = RBM.marginal_terms
 
     def free_energy(self, v: Tensor, beta: Tensor | float = 1.0) -> Tensor:
         """``−log f_β(v)`` with the hidden units summed out; float64, shape ``(n,)``."""
