@@ -69,7 +69,7 @@ from boltzlab.models.categorical import (
 )
 from boltzlab.models.files import potts_rbm_kind
 from boltzlab.models.parameters import check_dtype
-from boltzlab.models.rbm import RBM, _chunk_terms, all_binary_states
+from boltzlab.models.rbm import RBM, all_binary_states, enumeration_chunk_terms
 from boltzlab.models.witness import WitnessRows
 from boltzlab.numerics import softplus
 from boltzlab.validation import check_device, require
@@ -260,7 +260,7 @@ class PottsRBM(CategoricalVisible, WitnessRows, BaseRateModel, BipartiteModel, n
             per_state = self.n_hidden
             total = self.n_states**self.n_sites
         if chunk_states is None:
-            chunk_states = max(1, _chunk_terms(self.device) // max(per_state, 1))
+            chunk_states = max(1, enumeration_chunk_terms(self.device) // max(per_state, 1))
         for start in range(0, total, chunk_states):
             stop = min(total, start + chunk_states)
             if hidden_bits <= visible_bits:

@@ -37,7 +37,7 @@ from boltzlab.models.witness import WitnessRows
 from boltzlab.numerics import softplus
 from boltzlab.validation import check_device, require
 
-__all__ = ["RBM", "all_binary_states"]
+__all__ = ["RBM", "all_binary_states", "enumeration_chunk_terms"]
 
 
 def all_binary_states(
@@ -58,7 +58,7 @@ def all_binary_states(
     return ((codes[:, None] >> shifts[None, :]) & 1).to(dtype)
 
 
-def _chunk_terms(device: torch.device) -> int:
+def enumeration_chunk_terms(device: torch.device) -> int:
     """Softplus terms per chunk of the enumeration: 2^20 (8 MB of float64) on the CPU, where a
     larger chunk falls out of the caches (a 64×20 RBM: 0.88 s at 2^20 against 1.84 s at 2^22,
     one thread; 784×20 and 20×500 took the same at either), 2^22 on a GPU, where fewer, larger
@@ -80,7 +80,7 @@ def enumerate_softplus_sums(
     n_enum, n_other = coupling.shape
     require(n_enum <= 40, f"exact enumeration needs min(n_visible, n_hidden) <= 40, got {n_enum}")
     if chunk_states is None:
-        chunk_states = max(1, _chunk_terms(coupling.device) // max(n_other, 1))
+        chunk_states = max(1, enumeration_chunk_terms(coupling.device) // max(n_other, 1))
     n_low = min(n_enum, max(0, int(chunk_states).bit_length() - 1))
     low_states = all_binary_states(n_low, dtype=coupling.dtype, device=coupling.device)
     low_inputs = torch.addmm(offset, low_states, coupling[:n_low])
