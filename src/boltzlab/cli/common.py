@@ -372,10 +372,13 @@ def describe_model(model: nn.Module) -> str:
     """One line: class, layer sizes, dtype and base, e.g. ``RBM 64×16, float32, base-rate base``
     (a Potts RBM: ``PottsRBM 31 sites × 21 states × 100 hidden, ...``)."""
     sizes = "×".join(str(size) for size in model.layer_sizes)
-    if getattr(model, "n_states", None) is not None:  # categorical sites: say so
-        sizes = f"{model.n_sites} sites × {model.n_states} states × {model.n_hidden} hidden"
+    categorical = getattr(model, "n_states", None) is not None
+    if categorical:  # categorical sites: say so (a Potts DBM has several hidden layers)
+        hidden = "×".join(str(size) for size in model.layer_sizes[1:])
+        sizes = f"{model.n_sites} sites × {model.n_states} states × {hidden} hidden"
     dtype = str(model.dtype).removeprefix("torch.")
-    base = "base-rate base" if getattr(model, "base_fitted", False) else "uniform base"
+    fitted = "profile base" if categorical else "base-rate base"
+    base = fitted if getattr(model, "base_fitted", False) else "uniform base"
     return f"{type(model).__name__} {sizes}, {dtype}, {base}"
 
 

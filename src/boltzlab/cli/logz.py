@@ -156,7 +156,7 @@ def prepare_data(
             f"{model.layer_sizes[0]} visible units"
         )
     if getattr(model, "base_fitted", False):
-        click.echo("base: the model file has a fitted base-rate base; kept", err=True)
+        click.echo("base: the model file has a fitted base; kept", err=True)
     elif isinstance(dataset, SequenceDataset):
         model.set_base_rate(dataset.train, sample_weights=dataset.train_weights)
     else:
