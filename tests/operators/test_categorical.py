@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import boltzlab as bl
-from boltzlab import rng
+from boltzlab import rng, sparse_product
 from boltzlab.estimators.exact import unit_radices
 from boltzlab.evaluation import transition_matrix
 from boltzlab.models.potts_rbm import one_hot_indices
@@ -197,6 +197,8 @@ def test_a_failed_build_falls_back_to_torch_with_one_warning(monkeypatch, tmp_pa
     monkeypatch.setenv("CC", "/nonexistent/cc")
     monkeypatch.setattr(categorical, "_library", None)
     monkeypatch.setattr(categorical, "_broken", None)
+    # The sweep's hidden product has a kernel of its own, which must not try (and fail) here.
+    monkeypatch.setenv(sparse_product.ENVIRONMENT_VARIABLE, "off")
     model = _tiny_potts(torch.float32)
     chains = model.init_chains(9, generator=torch.Generator().manual_seed(0)).with_beta(1.0)
     with pytest.warns(RuntimeWarning, match="categorical sampling kernel could not be built"):

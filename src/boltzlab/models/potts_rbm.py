@@ -67,6 +67,8 @@ from boltzlab.models.rbm import _chunk_terms, all_binary_states
 from boltzlab.models.witness import DEFAULT_WITNESS_ROWS, WitnessRows
 from boltzlab.numerics import softplus
 from boltzlab.rng import sample_categorical
+from boltzlab.sparse_product import sparse_addmm
+from boltzlab.sparse_product import uses_kernel as uses_sparse_product
 from boltzlab.validation import check_device, check_positive_int, require
 
 __all__ = [
@@ -443,7 +445,7 @@ class PottsRBM(WitnessRows, BaseRateModel, BipartiteModel, nn.Module):
         """Summed-out pieces for one-hot visible states (``layers`` or just ``v``, shape ``(n, L·q)``)."""
         v = layers[0] if isinstance(layers, tuple) else layers
         with torch.no_grad():
-            preactivation = gemm.addmm(self.hidden_bias, v, self.weights)
+            preactivation = self._hidden_input(v)
             base = self._base_log_p1(v)
             linear = v.to(torch.float64) @ self.visible_bias.to(torch.float64)
         return MarginalTerms(base=base, linear=linear, preactivation=preactivation)
@@ -476,11 +478,19 @@ class PottsRBM(WitnessRows, BaseRateModel, BipartiteModel, nn.Module):
         """
         with torch.no_grad():
             if index == 1:
-                logits = gemm.addmm(self.hidden_bias, layers[0], self.weights)
+                logits = self._hidden_input(layers[0])
                 return logits if all_ones(beta) else logits.mul_(beta[:, None])
             if index == 0:
                 return self._visible_logits(self.visible_bias, layers[1], self.weights, beta)
         raise ValidationError(f"a PottsRBM has layers 0 and 1, got index {index}")
+
+    def _hidden_input(self, v: Tensor) -> Tensor:
+        """``c + vW`` of one-hot rows ``v`` (a new tensor): the ``L`` rows of ``W`` each row selects,
+        added by :func:`boltzlab.sparse_product.sparse_addmm` on the CPU (a dense product would
+        spend ``q`` times the work on zeros), else :func:`boltzlab.gemm.addmm`."""
+        if uses_sparse_product(v, self.weights):
+            return sparse_addmm(self.hidden_bias, v, self.weights)
+        return gemm.addmm(self.hidden_bias, v, self.weights)
 
     # ------------------------------------------------------------------ enumeration
     def enumerate_log_f(self, beta: float = 1.0, *, chunk_states: int | None = None) -> Iterator[Tensor]:
