@@ -171,7 +171,14 @@ def scanned_files(root: Path = SCAN_ROOT) -> list[Path]:
     files: list[Path] = []
     for folder in ("src/boltzlab", "experiments", "benchmarks", "tests"):
         if (root / folder).is_dir():
-            files += sorted(path for path in (root / folder).rglob("*.py") if path.name != THIS_FILE)
+            files += sorted(
+                path
+                for path in (root / folder).rglob("*.py")
+                if path.name != THIS_FILE
+                # Not inside hidden folders: a benchmark's own environment (benchmarks/envs/*/.venv)
+                # holds other packages' sources.
+                and not any(part.startswith(".") for part in path.relative_to(root / folder).parts)
+            )
     for name in ("README.md", "CONTRIBUTING.md"):
         if (root / name).is_file():
             files.append(root / name)

@@ -40,12 +40,8 @@ cause, and the float64 path runs.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import shlex
 import subprocess
-import sys
-import tempfile
 import threading
 import warnings
 from pathlib import Path
@@ -54,7 +50,7 @@ import torch
 from torch import Tensor
 
 from boltzlab.errors import ValidationError
-from boltzlab.gemm import cache_path
+from boltzlab.native import FLAGS, compiled_library
 
 __all__ = ["ENVIRONMENT_VARIABLE", "MIN_ELEMENTS", "level_sums", "mode", "set_mode", "uses_kernel"]
 
@@ -161,11 +157,8 @@ int boltzlab_level_sums(const float *pre, int64_t n, int64_t J, const float *bet
     return 0;
 }
 """
-# Not -ffast-math: linking a shared library with it makes GCC add crtfastmath.o, which turns on
-# flush-to-zero for the whole process when the library loads (every later torch and numpy
-# result would change), and its -ffinite-math-only would let NaN inputs vanish. These flags
-# are what the loop needs to vectorise; NaN still propagates.
-_FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-fopenmp", "-shared", "-fPIC"]
+# The shared flags of boltzlab.native (not -ffast-math: see there).
+_FLAGS = list(FLAGS)
 
 _mode: str | None = None  # set_mode's choice; None reads the environment
 _library: ctypes.CDLL | None = None
@@ -276,35 +269,8 @@ def _build() -> ctypes.CDLL | None:
 
 
 def _compiled_path() -> Path:
-    """The shared library for this source, these flags and this CPU, compiled when missing.
-
-    The name carries a hash of the source, the flags and the CPU's instruction sets:
-    ``-march=native`` code built on one CPU can die with SIGILL on another sharing the folder.
-    The library is compiled to a temporary name and moved into place, so processes started
-    together (torchrun) never load a half-written file.
-    """
-    key = hashlib.sha256((_SOURCE + " ".join(_FLAGS) + _cpu_flags()).encode()).hexdigest()[:16]
-    folder = cache_path().parent / "kernels"
-    target = folder / f"level_sums_{key}.so"
-    if target.is_file():
-        return target
-    folder.mkdir(parents=True, exist_ok=True)
-    compiler = shlex.split(os.environ.get("CC", "cc")) or ["cc"]  # CC="ccache gcc" is two words
-    with tempfile.TemporaryDirectory(dir=folder) as work:
-        source = Path(work) / "level_sums.c"
-        source.write_text(_SOURCE)
-        built = Path(work) / target.name
-        result = subprocess.run(
-            [*compiler, *_FLAGS, str(source), "-o", str(built), "-lm"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        if result.returncode != 0:
-            raise OSError(f"{' '.join(compiler)} failed: {(result.stderr or result.stdout).strip()[:300]}")
-        os.replace(built, target)
-    return target
+    """The shared library for this source, these flags and this CPU (:func:`boltzlab.native.compiled_library`)."""
+    return compiled_library("level_sums", _SOURCE, _FLAGS)
 
 
 def _load(path: Path) -> ctypes.CDLL:
@@ -322,15 +288,6 @@ def _load(path: Path) -> ctypes.CDLL:
         ctypes.c_int,
     ]
     return library
-
-
-def _cpu_flags() -> str:
-    """This CPU's model name and instruction-set flags (Linux), else the platform and capability."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            return "".join(sorted({line for line in cpuinfo if line.startswith(("model name", "flags"))}))
-    except OSError:
-        return sys.platform + torch.backends.cpu.get_cpu_capability()
 
 
 def _check_mode(name: str, where: str) -> str:

@@ -56,7 +56,7 @@ from boltzlab import gemm
 from boltzlab.data.sequences import Alphabet
 from boltzlab.errors import ValidationError
 from boltzlab.io import register_model_kind
-from boltzlab.models.base import all_ones, log_f_marginal
+from boltzlab.models.base import MarginalTerms, all_ones, log_f_marginal
 from boltzlab.models.base_rate import BaseRateModel
 from boltzlab.models.bipartite import BipartiteModel
 from boltzlab.models.categorical import (
@@ -72,6 +72,8 @@ from boltzlab.models.parameters import check_dtype
 from boltzlab.models.rbm import RBM, all_binary_states, enumeration_chunk_terms
 from boltzlab.models.witness import WitnessRows
 from boltzlab.numerics import softplus
+from boltzlab.sparse_product import sparse_addmm
+from boltzlab.sparse_product import uses_kernel as uses_sparse_product
 from boltzlab.validation import check_device, require
 
 # all_categorical_states lives in boltzlab.models.categorical; it stays importable from here.
@@ -199,10 +201,18 @@ class PottsRBM(CategoricalVisible, WitnessRows, BaseRateModel, BipartiteModel, n
         return self
 
     # ------------------------------------------------------------------ densities
-    # The binary RBM's energy and summed-out pieces, read on the one-hot layer: E(v, h) and
-    # (base, b·v, c + vW) are the same expressions of the flattened (L·q, J) parameters.
+    # The binary RBM's energy, read on the one-hot layer: the same expression of the
+    # flattened (L·q, J) parameters.
     energy = RBM.energy
-    marginal_terms = RBM.marginal_terms
+
+    def marginal_terms(self, layers: tuple[Tensor, ...] | Tensor) -> MarginalTerms:
+        """Summed-out pieces for one-hot visible states (``layers`` or just ``v``, shape ``(n, L·q)``)."""
+        v = layers[0] if isinstance(layers, tuple) else layers
+        with torch.no_grad():
+            preactivation = self._hidden_input(v)
+            base = self._base_log_p1(v)
+            linear = v.to(torch.float64) @ self.visible_bias.to(torch.float64)
+        return MarginalTerms(base=base, linear=linear, preactivation=preactivation)
 
     def free_energy(self, v: Tensor, beta: Tensor | float = 1.0) -> Tensor:
         """``−log f_β(v)`` with the hidden units summed out; float64, shape ``(n,)``."""
@@ -232,11 +242,19 @@ class PottsRBM(CategoricalVisible, WitnessRows, BaseRateModel, BipartiteModel, n
         """
         with torch.no_grad():
             if index == 1:
-                logits = gemm.addmm(self.hidden_bias, layers[0], self.weights)
+                logits = self._hidden_input(layers[0])
                 return logits if all_ones(beta) else logits.mul_(beta[:, None])
             if index == 0:
                 return self._visible_logits(self.visible_bias, layers[1], self.weights, beta)
         raise ValidationError(f"a PottsRBM has layers 0 and 1, got index {index}")
+
+    def _hidden_input(self, v: Tensor) -> Tensor:
+        """``c + vW`` of one-hot rows ``v`` (a new tensor): the ``L`` rows of ``W`` each row selects,
+        added by :func:`boltzlab.sparse_product.sparse_addmm` on the CPU (a dense product would
+        spend ``q`` times the work on zeros), else :func:`boltzlab.gemm.addmm`."""
+        if uses_sparse_product(v, self.weights):
+            return sparse_addmm(self.hidden_bias, v, self.weights)
+        return gemm.addmm(self.hidden_bias, v, self.weights)
 
     # ------------------------------------------------------------------ enumeration
     def enumerate_log_f(self, beta: float = 1.0, *, chunk_states: int | None = None) -> Iterator[Tensor]:

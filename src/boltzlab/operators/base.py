@@ -35,6 +35,7 @@ from torch import Tensor
 from boltzlab.chains import Chains
 from boltzlab.errors import ValidationError
 from boltzlab.models.base import MarginalTerms, TemperedModel
+from boltzlab.operators.categorical import draw_one_hot_, uses_kernel
 from boltzlab.operators.fused import fused_sample, uses_fused
 from boltzlab.operators.one_region import one_region_sweep, uses_one_region
 from boltzlab.registry import Registry
@@ -141,11 +142,32 @@ class LayerwiseOperator(ABC):
     def sample_categorical_layer(
         self, logits: Tensor, current: Tensor, n_states: int, *, generator: torch.Generator
     ) -> Tensor:
-        """New one-hot values of a categorical layer ``(n, L·q)`` from its logits ``(n, L·q)``."""
+        """New one-hot values of a categorical layer ``(n, L·q)`` from its logits ``(n, L·q)`` (inputs untouched)."""
+        return self.sample_categorical_layer_(logits.clone(), current, n_states, generator=generator)
+
+    def sample_categorical_layer_(
+        self, logits: Tensor, current: Tensor, n_states: int, *, generator: torch.Generator
+    ) -> Tensor:
+        """New one-hot values of a categorical layer, returned; ``logits`` (a tensor the caller owns,
+        ``(n, L·q)``) may be overwritten.
+
+        Draws from :meth:`categorical_probabilities`. On the CPU one compiled pass per site does
+        it (:mod:`boltzlab.operators.categorical`): from the logits themselves when the
+        operator's rule is the softmax (Gibbs: ``exp(x − max)`` scaled by its sum, no
+        division), else from the probabilities; elsewhere :func:`boltzlab.rng.sample_categorical`.
+        """
         n = logits.shape[0]
         shape = (n, logits.shape[1] // n_states, n_states)
-        probabilities = self.categorical_probabilities(logits.view(shape), current.view(shape))
-        return sample_categorical(probabilities, generator=generator).view(n, -1)
+        if _softmax_rule(type(self)) and uses_kernel(logits, generator):
+            new = draw_one_hot_(logits.view(shape), softmax=True, generator=generator)
+        else:
+            probabilities = self.categorical_probabilities(logits.view(shape), current.view(shape))
+            if uses_kernel(probabilities, generator):
+                new = draw_one_hot_(probabilities, softmax=False, generator=generator)
+            else:
+                new = sample_categorical(probabilities, generator=generator)
+        new = new.view(n, -1)
+        return new if new.dtype == current.dtype else new.to(current.dtype)
 
     def threshold_(self, logits: Tensor, current: Tensor, scratch: Tensor) -> Tensor:
         """Overwrite ``logits`` with ``uniform_scale·(P(new = 1) − 1/2)`` and return it.
@@ -248,7 +270,7 @@ class LayerwiseOperator(ABC):
                 ]
             for index, layer_logits in zip(group, logits, strict=True):
                 if kinds is not None and kinds[index] == "categorical":
-                    layers[index] = self.sample_categorical_layer(
+                    layers[index] = self.sample_categorical_layer_(
                         layer_logits,
                         layers[index],
                         model.layer_states[index],
@@ -284,6 +306,18 @@ def _has_own_threshold(cls: type) -> bool:
     owner = next((klass for klass in cls.__mro__ if "probability_on_" in vars(klass)), None)
     source = next((klass for klass in cls.__mro__ if "threshold" in vars(klass)), None)
     return owner is not None and source is not None and issubclass(source, owner)
+
+
+@functools.cache
+def _softmax_rule(cls: type) -> bool:
+    """Whether ``cls``'s categorical rule is the softmax of the logits (Gibbs).
+
+    The class that defines ``categorical_probabilities`` must say so itself
+    (``categorical_is_softmax = True`` in its own body): a subclass that changes the rule
+    without saying so is sampled from its probabilities, never from the softmax it replaced.
+    """
+    owner = next((klass for klass in cls.__mro__ if "categorical_probabilities" in vars(klass)), None)
+    return owner is not None and vars(owner).get("categorical_is_softmax") is True
 
 
 def _categorical_states(model: TemperedModel, kinds: tuple[str, ...]) -> dict[int, int]:

@@ -36,5 +36,9 @@ class GibbsOperator(LayerwiseOperator):
     def threshold(self, logits: Tensor, current: Tensor) -> Tensor:
         return (torch.sigmoid(logits) - 0.5) * uniform_scale(current.dtype)
 
+    #: The categorical rule below is the softmax of the logits: sweeps draw from the logits
+    #: directly (operators/categorical.py), which samples exactly this rule.
+    categorical_is_softmax = True
+
     def categorical_probabilities(self, logits: Tensor, current: Tensor) -> Tensor:
         return torch.softmax(logits, -1)
