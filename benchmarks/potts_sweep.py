@@ -74,7 +74,7 @@ import torch
 
 import boltzlab as bl
 from boltzlab import gemm, sparse_product
-from boltzlab.models.potts_rbm import all_categorical_states, one_hot_indices
+from boltzlab.models.categorical import all_categorical_states, one_hot_indices
 from boltzlab.operators import categorical
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,7 +17,7 @@ import torch
 
 import boltzlab as bl
 from boltzlab import sparse_product
-from boltzlab.models.potts_rbm import one_hot_indices
+from boltzlab.models.categorical import one_hot_indices
 
 
 @pytest.fixture(autouse=True)

@@ -20,7 +20,7 @@ import boltzlab as bl
 from boltzlab import rng, sparse_product
 from boltzlab.estimators.exact import unit_radices
 from boltzlab.evaluation import transition_matrix
-from boltzlab.models.potts_rbm import one_hot_indices
+from boltzlab.models.categorical import one_hot_indices
 from boltzlab.operators import categorical
 from harness import OPERATOR_NAMES, assert_counts_match
 

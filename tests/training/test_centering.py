@@ -132,6 +132,8 @@ def _penalty(weights: torch.Tensor, *, l2: float, l1: float, l1_squared: float) 
 @pytest.mark.parametrize("kind", ["rbm", "potts"])
 def test_one_centred_update_is_the_centred_gradient_step(kind: str) -> None:
     model = _models()[kind]
+    # The expected step starts from the model as built: keep a Potts model's zero fields there.
+    model.profile_start = False
     g = torch.Generator().manual_seed(6)
     if kind == "rbm":
         data = (torch.rand(17, 7, generator=g) < 0.3).double()
