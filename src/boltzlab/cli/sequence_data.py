@@ -65,7 +65,9 @@ def weighted_training_data(dataset: SequenceDataset) -> TrainingRows:
     weights = dataset.train_weights
     if weights is None:
         return TrainingRows(dataset.train, note="unweighted: every sequence counts 1")
-    return TrainingRows(dataset.train, {"sample_weights": weights}, note="sequence weights passed to training")
+    return TrainingRows(
+        dataset.train, {"sample_weights": weights}, note="sequence weights passed to training"
+    )
 
 
 def effective_fractions(options: dict[str, Any]) -> tuple[float, float]:
