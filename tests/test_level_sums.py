@@ -111,8 +111,8 @@ def test_level_densities_use_the_kernel_only_from_the_size_threshold(monkeypatch
 def test_a_failed_build_falls_back_to_float64_with_one_warning(monkeypatch, tmp_path):
     monkeypatch.setenv("BOLTZLAB_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("CC", "/nonexistent/cc")
-    monkeypatch.setattr(level_sums, "_library", None)
-    monkeypatch.setattr(level_sums, "_broken", None)
+    monkeypatch.setattr(level_sums.KERNEL, "loaded", None)
+    monkeypatch.setattr(level_sums.KERNEL, "broken", None)
     monkeypatch.setenv(level_sums.ENVIRONMENT_VARIABLE, "on")
     model = bl.RBM(n_visible=9, n_hidden=6, generator=0)
     terms = model.marginal_terms(model.init_chains(5, generator=0).layers)

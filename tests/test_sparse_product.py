@@ -126,8 +126,8 @@ def test_potts_products_are_the_same_with_the_kernel_and_without(dtype):
 def test_a_failed_build_falls_back_to_the_dense_product_with_one_warning(monkeypatch, tmp_path):
     monkeypatch.setenv("BOLTZLAB_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("CC", "/nonexistent/cc")
-    monkeypatch.setattr(sparse_product, "_library", None)
-    monkeypatch.setattr(sparse_product, "_broken", None)
+    monkeypatch.setattr(sparse_product.KERNEL, "loaded", None)
+    monkeypatch.setattr(sparse_product.KERNEL, "broken", None)
     model = _potts(torch.float64)
     v = model.init_chains(7, generator=torch.Generator().manual_seed(16)).visible
     with pytest.warns(RuntimeWarning, match="sparse product kernel could not be built"):

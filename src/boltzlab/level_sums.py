@@ -40,17 +40,12 @@ cause, and the float64 path runs.
 from __future__ import annotations
 
 import ctypes
-import os
-import subprocess
-import threading
-import warnings
-from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from boltzlab.errors import ValidationError
-from boltzlab.native import FLAGS, compiled_library
+from boltzlab.native import NativeKernel
 
 __all__ = ["ENVIRONMENT_VARIABLE", "MIN_ELEMENTS", "level_sums", "mode", "set_mode", "uses_kernel"]
 
@@ -59,7 +54,6 @@ ENVIRONMENT_VARIABLE = "BOLTZLAB_LEVEL_SUMS"
 #: levels of 164 units. Below it the float64 path is cheap, and tiny models (every
 #: exact-oracle test) keep bit-identical results with the float64 path.
 MIN_ELEMENTS = 1 << 14
-_MODES = ("auto", "on", "off")
 
 # Factors multiplied before one logarithm: each lies in (1, 2], so a block is at most 2^64.
 _SOURCE = r"""
@@ -157,27 +151,36 @@ int boltzlab_level_sums(const float *pre, int64_t n, int64_t J, const float *bet
     return 0;
 }
 """
-# The shared flags of boltzlab.native (not -ffast-math: see there).
-_FLAGS = list(FLAGS)
-
-_mode: str | None = None  # set_mode's choice; None reads the environment
-_library: ctypes.CDLL | None = None
-_broken: str | None = None  # why building failed, once it has
-_lock = threading.Lock()
+#: The kernel's mode, build and load (:class:`boltzlab.native.NativeKernel`).
+KERNEL = NativeKernel(
+    "level_sums",
+    _SOURCE,
+    functions=("boltzlab_level_sums",),
+    restype=ctypes.c_int,
+    argtypes=[
+        ctypes.c_void_p,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_void_p,
+        ctypes.c_int64,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_int,
+    ],
+    environment_variable=ENVIRONMENT_VARIABLE,
+    what="level-sums kernel",
+    fallback="tempered estimators use the float64 torch path, several times slower on large models",
+)
 
 
 def set_mode(name: str | None) -> None:
     """``"auto"``, ``"on"`` or ``"off"`` for the kernel from now on; ``None``: the environment."""
-    global _mode
-    if name is not None:
-        _check_mode(name, "set_mode")
-    _mode = name
+    KERNEL.set_mode(name)
 
 
 def mode() -> str:
     """The mode in force: ``"auto"`` (default), ``"on"`` or ``"off"``."""
-    name = _mode if _mode is not None else os.environ.get(ENVIRONMENT_VARIABLE, "auto").strip().lower()
-    return _check_mode(name, ENVIRONMENT_VARIABLE)
+    return KERNEL.mode()
 
 
 def uses_kernel(n_levels: int, n_units: int, preactivation: Tensor) -> bool:
@@ -194,7 +197,7 @@ def uses_kernel(n_levels: int, n_units: int, preactivation: Tensor) -> bool:
         return False
     if n_units == 0 or (chosen == "auto" and n_levels * n_units < MIN_ELEMENTS):
         return False
-    return _build() is not None
+    return KERNEL.library() is not None
 
 
 def level_sums(
@@ -220,9 +223,7 @@ def level_sums(
     Callers check :func:`uses_kernel` first; this raises :class:`RuntimeError` when the kernel
     is not available (the build failed; the warning said why).
     """
-    library = _build()
-    if library is None:
-        raise RuntimeError(f"the level-sums kernel is not available ({_broken})")
+    library = KERNEL.require()
     if preactivation.dim() != 2 or preactivation.device.type != "cpu" or preactivation.dtype != torch.float32:
         raise ValidationError("level_sums takes a 2-D float32 CPU tensor of pre-activations (n, J)")
     pre = preactivation.detach().to(torch.float32).contiguous()
@@ -247,50 +248,3 @@ def level_sums(
     if failed:
         raise MemoryError(f"the level-sums kernel could not allocate its work space for {n_levels} levels")
     return sums, derivatives
-
-
-def _build() -> ctypes.CDLL | None:
-    """The compiled library, built on first use; ``None`` (and one warning) if it cannot be."""
-    global _library, _broken
-    with _lock:
-        if _library is None and _broken is None:
-            try:
-                _library = _load(_compiled_path())
-            except (OSError, subprocess.SubprocessError) as error:
-                _broken = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200] if str(error) else ''}"
-                warnings.warn(
-                    f"the level-sums kernel could not be built ({_broken}); tempered estimators use "
-                    f"the float64 torch path, several times slower on large models (set "
-                    f"{ENVIRONMENT_VARIABLE}=off to skip the attempt)",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
-    return _library
-
-
-def _compiled_path() -> Path:
-    """The shared library for this source, these flags and this CPU (:func:`boltzlab.native.compiled_library`)."""
-    return compiled_library("level_sums", _SOURCE, _FLAGS)
-
-
-def _load(path: Path) -> ctypes.CDLL:
-    library = ctypes.CDLL(str(path))
-    function = library.boltzlab_level_sums
-    function.restype = ctypes.c_int
-    function.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_int64,
-        ctypes.c_int64,
-        ctypes.c_void_p,
-        ctypes.c_int64,
-        ctypes.c_void_p,
-        ctypes.c_void_p,
-        ctypes.c_int,
-    ]
-    return library
-
-
-def _check_mode(name: str, where: str) -> str:
-    if not isinstance(name, str) or name.strip().lower() not in _MODES:
-        raise ValidationError(f"{where} must be one of {', '.join(_MODES)}, got {name!r}")
-    return name.strip().lower()

@@ -21,21 +21,16 @@ products of its one-hot layer (``conditional_logits`` of the hidden layer and
 from __future__ import annotations
 
 import ctypes
-import os
-import subprocess
-import threading
-import warnings
 
 import torch
 from torch import Tensor
 
 from boltzlab.errors import ValidationError
-from boltzlab.native import FLAGS, compiled_library
+from boltzlab.native import NativeKernel
 
 __all__ = ["ENVIRONMENT_VARIABLE", "mode", "set_mode", "sparse_addmm", "uses_kernel"]
 
 ENVIRONMENT_VARIABLE = "BOLTZLAB_SPARSE_PRODUCT"
-_MODES = ("auto", "on", "off")
 
 _SOURCE = r"""
 #include <stdint.h>
@@ -78,10 +73,27 @@ SPARSE_ADDMM(boltzlab_sparse_addmm_f32, float)
 SPARSE_ADDMM(boltzlab_sparse_addmm_f64, double)
 """
 
-_mode: str | None = None  # set_mode's choice; None reads the environment
-_library: ctypes.CDLL | None = None
-_broken: str | None = None  # why building failed, once it has
-_lock = threading.Lock()
+
+#: The kernel's mode, build and load (:class:`boltzlab.native.NativeKernel`).
+KERNEL = NativeKernel(
+    "sparse_product",
+    _SOURCE,
+    functions=("boltzlab_sparse_addmm_f32", "boltzlab_sparse_addmm_f64"),
+    restype=None,
+    argtypes=[
+        ctypes.c_void_p,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_void_p,
+        ctypes.c_int64,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_int,
+    ],
+    environment_variable=ENVIRONMENT_VARIABLE,
+    what="sparse product kernel",
+    fallback="the products of one-hot (Potts) layers are dense matrix products, several times slower",
+)
 
 
 def set_mode(name: str | None) -> None:
@@ -89,16 +101,12 @@ def set_mode(name: str | None) -> None:
 
     ``auto`` and ``on`` are the same; ``off`` keeps the dense product.
     """
-    global _mode
-    if name is not None:
-        _check_mode(name, "set_mode")
-    _mode = name
+    KERNEL.set_mode(name)
 
 
 def mode() -> str:
     """The mode in force: ``"auto"`` (default), ``"on"`` or ``"off"``."""
-    name = _mode if _mode is not None else os.environ.get(ENVIRONMENT_VARIABLE, "auto")
-    return _check_mode(name, ENVIRONMENT_VARIABLE)
+    return KERNEL.mode()
 
 
 def uses_kernel(v: Tensor, weights: Tensor) -> bool:
@@ -112,7 +120,7 @@ def uses_kernel(v: Tensor, weights: Tensor) -> bool:
         return False
     if torch.is_grad_enabled() and (v.requires_grad or weights.requires_grad):
         return False
-    return _build() is not None
+    return KERNEL.library() is not None
 
 
 def sparse_addmm(bias: Tensor, v: Tensor, weights: Tensor) -> Tensor:
@@ -135,9 +143,7 @@ def sparse_addmm(bias: Tensor, v: Tensor, weights: Tensor) -> Tensor:
     >>> sparse_product.sparse_addmm(torch.tensor([0.5, -0.5]), v, weights).tolist()
     [[8.5, 9.5]]
     """
-    library = _build()
-    if library is None:
-        raise RuntimeError(f"the sparse product kernel is not available ({_broken})")
+    library = KERNEL.require()
     n, width = v.shape
     if weights.shape[0] != width or bias.shape != (weights.shape[1],):
         raise ValidationError(
@@ -165,47 +171,3 @@ def sparse_addmm(bias: Tensor, v: Tensor, weights: Tensor) -> Tensor:
             ctypes.c_int(max(1, torch.get_num_threads())),
         )
     return out
-
-
-def _build() -> ctypes.CDLL | None:
-    """The compiled library, built on first use; ``None`` (and one warning) if it cannot be."""
-    global _library, _broken
-    with _lock:
-        if _library is None and _broken is None:
-            try:
-                _library = _load(compiled_library("sparse_product", _SOURCE, FLAGS))
-            except (OSError, subprocess.SubprocessError) as error:
-                _broken = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200] if str(error) else ''}"
-                warnings.warn(
-                    f"the sparse product kernel could not be built ({_broken}); the products of "
-                    f"one-hot (Potts) layers are dense matrix products, several times slower (set "
-                    f"{ENVIRONMENT_VARIABLE}=off to skip the attempt)",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
-    return _library
-
-
-def _load(path: object) -> ctypes.CDLL:
-    library = ctypes.CDLL(str(path))
-    arguments = [
-        ctypes.c_void_p,
-        ctypes.c_int64,
-        ctypes.c_int64,
-        ctypes.c_void_p,
-        ctypes.c_int64,
-        ctypes.c_void_p,
-        ctypes.c_void_p,
-        ctypes.c_int,
-    ]
-    for name in ("boltzlab_sparse_addmm_f32", "boltzlab_sparse_addmm_f64"):
-        function = getattr(library, name)
-        function.restype = None
-        function.argtypes = arguments
-    return library
-
-
-def _check_mode(name: str, where: str) -> str:
-    if not isinstance(name, str) or name.strip().lower() not in _MODES:
-        raise ValidationError(f"{where} must be one of {', '.join(_MODES)}, got {name!r}")
-    return name.strip().lower()

@@ -195,8 +195,8 @@ def test_modes_and_where_the_kernel_applies(monkeypatch):
 def test_a_failed_build_falls_back_to_torch_with_one_warning(monkeypatch, tmp_path):
     monkeypatch.setenv("BOLTZLAB_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("CC", "/nonexistent/cc")
-    monkeypatch.setattr(categorical, "_library", None)
-    monkeypatch.setattr(categorical, "_broken", None)
+    monkeypatch.setattr(categorical.KERNEL, "loaded", None)
+    monkeypatch.setattr(categorical.KERNEL, "broken", None)
     # The sweep's hidden product has a kernel of its own, which must not try (and fail) here.
     monkeypatch.setenv(sparse_product.ENVIRONMENT_VARIABLE, "off")
     model = _tiny_potts(torch.float32)

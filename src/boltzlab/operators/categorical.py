@@ -41,22 +41,16 @@ the kernel.
 from __future__ import annotations
 
 import ctypes
-import os
-import subprocess
-import threading
-import warnings
 
 import torch
 from torch import Tensor
 
-from boltzlab.errors import ValidationError
-from boltzlab.native import FLAGS, compiled_library
+from boltzlab.native import NativeKernel
 from boltzlab.rng import counter_keys
 
 __all__ = ["ENVIRONMENT_VARIABLE", "draw_one_hot_", "mode", "set_mode", "uses_kernel"]
 
 ENVIRONMENT_VARIABLE = "BOLTZLAB_CATEGORICAL"
-_MODES = ("auto", "on", "off")
 # Counter indices (sites of a draw) must stay below 2^32 (rng.counter_bits).
 _MAX_ROWS = 1 << 32
 
@@ -156,10 +150,27 @@ CATEGORICAL(boltzlab_categorical_f32, float, exp_nonpositive, UNIFORM_24)
 CATEGORICAL(boltzlab_categorical_f64, double, exp, UNIFORM_32)
 """
 
-_mode: str | None = None  # set_mode's choice; None reads the environment
-_library: ctypes.CDLL | None = None
-_broken: str | None = None  # why building failed, once it has
-_lock = threading.Lock()
+
+#: The kernel's mode, build and load (:class:`boltzlab.native.NativeKernel`).
+KERNEL = NativeKernel(
+    "categorical",
+    _SOURCE,
+    functions=("boltzlab_categorical_f32", "boltzlab_categorical_f64"),
+    restype=None,
+    argtypes=[
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_int,
+        ctypes.c_uint32,
+        ctypes.c_uint32,
+        ctypes.c_int,
+    ],
+    environment_variable=ENVIRONMENT_VARIABLE,
+    what="categorical sampling kernel",
+    fallback="categorical (Potts) layers are drawn by torch operations, several times slower",
+)
 
 
 def set_mode(name: str | None) -> None:
@@ -167,16 +178,12 @@ def set_mode(name: str | None) -> None:
 
     ``auto`` and ``on`` are the same (the kernel pays at every size); ``off`` keeps the torch path.
     """
-    global _mode
-    if name is not None:
-        _check_mode(name, "set_mode")
-    _mode = name
+    KERNEL.set_mode(name)
 
 
 def mode() -> str:
     """The mode in force: ``"auto"`` (default), ``"on"`` or ``"off"``."""
-    name = _mode if _mode is not None else os.environ.get(ENVIRONMENT_VARIABLE, "auto")
-    return _check_mode(name, ENVIRONMENT_VARIABLE)
+    return KERNEL.mode()
 
 
 def uses_kernel(values: Tensor, generator: object) -> bool:
@@ -192,7 +199,7 @@ def uses_kernel(values: Tensor, generator: object) -> bool:
         return False
     if values.dim() < 1 or values.shape[-1] < 1 or values.numel() // values.shape[-1] >= _MAX_ROWS:
         return False
-    return _build() is not None
+    return KERNEL.library() is not None
 
 
 def draw_one_hot_(values: Tensor, *, softmax: bool, generator: torch.Generator) -> Tensor:
@@ -218,9 +225,7 @@ def draw_one_hot_(values: Tensor, *, softmax: bool, generator: torch.Generator) 
     >>> draws.sum(1).tolist()
     [1.0, 1.0]
     """
-    library = _build()
-    if library is None:
-        raise RuntimeError(f"the categorical kernel is not available ({_broken})")
+    library = KERNEL.require()
     target = values if values.is_contiguous() else values.contiguous()
     q = target.shape[-1]
     rows = target.numel() // q if q else 0
@@ -242,47 +247,3 @@ def draw_one_hot_(values: Tensor, *, softmax: bool, generator: torch.Generator) 
             ctypes.c_int(max(1, torch.get_num_threads())),
         )
     return target
-
-
-def _build() -> ctypes.CDLL | None:
-    """The compiled library, built on first use; ``None`` (and one warning) if it cannot be."""
-    global _library, _broken
-    with _lock:
-        if _library is None and _broken is None:
-            try:
-                _library = _load(compiled_library("categorical", _SOURCE, FLAGS))
-            except (OSError, subprocess.SubprocessError) as error:
-                _broken = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200] if str(error) else ''}"
-                warnings.warn(
-                    f"the categorical sampling kernel could not be built ({_broken}); categorical "
-                    f"(Potts) layers are drawn by torch operations, several times slower (set "
-                    f"{ENVIRONMENT_VARIABLE}=off to skip the attempt)",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
-    return _library
-
-
-def _load(path: object) -> ctypes.CDLL:
-    library = ctypes.CDLL(str(path))
-    arguments = [
-        ctypes.c_void_p,
-        ctypes.c_void_p,
-        ctypes.c_int64,
-        ctypes.c_int64,
-        ctypes.c_int,
-        ctypes.c_uint32,
-        ctypes.c_uint32,
-        ctypes.c_int,
-    ]
-    for name in ("boltzlab_categorical_f32", "boltzlab_categorical_f64"):
-        function = getattr(library, name)
-        function.restype = None
-        function.argtypes = arguments
-    return library
-
-
-def _check_mode(name: str, where: str) -> str:
-    if not isinstance(name, str) or name.strip().lower() not in _MODES:
-        raise ValidationError(f"{where} must be one of {', '.join(_MODES)}, got {name!r}")
-    return name.strip().lower()
