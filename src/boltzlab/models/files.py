@@ -9,6 +9,7 @@ so what a file holds and how a model is rebuilt from it sit in one place for eve
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -73,7 +74,9 @@ def _copy_buffers(
     """
     with torch.no_grad():
         for name in names:
-            getattr(model, name).copy_(tensors[name].to(device=device, dtype=dtype))
+            buffer = getattr(model, name)
+            # A Potts file holds (L, q) where the model holds the flat (L·q,) buffer.
+            buffer.copy_(tensors[name].reshape(buffer.shape).to(device=device, dtype=dtype))
 
 
 def _build_bipartite(
@@ -202,24 +205,12 @@ def potts_rbm_kind(model_class: type[Any]) -> ModelKind:
     flattened ``(L·q, …)`` tensors are views of the same numbers.
     """
 
-    def build(tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.device) -> Any:
-        model = model_class(
-            weights=tensors["weights"],
-            visible_bias=tensors["visible_bias"],
-            hidden_bias=tensors["hidden_bias"],
-            dtype=dtype,
-            device=device,
-        )
-        with torch.no_grad():
-            model.base_logits.copy_(tensors["base_logits"].reshape(-1).to(device=device, dtype=dtype))
-        return model
-
     return ModelKind(
         name="potts-rbm",
         model_class=model_class,
         tensors=_potts_tensors,
         expected_shapes=_potts_expected_shapes,
-        build=build,
+        build=functools.partial(_build_bipartite, model_class, buffers=("base_logits",)),
     )
 
 
@@ -258,26 +249,29 @@ def _dbm_expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[
     return expected
 
 
+def _build_dbm(
+    model_class: type[Any], tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.device
+) -> Any:
+    """A DBM (or Potts DBM) from its weight matrices and biases, then ``base_logits`` copied in."""
+    n_weights = sum(name.startswith("weights.") for name in tensors)
+    model = model_class(
+        weights=[tensors[f"weights.{index}"] for index in range(n_weights)],
+        biases=[tensors[f"biases.{index}"] for index in range(n_weights + 1)],
+        dtype=dtype,
+        device=device,
+    )
+    _copy_buffers(model, tensors, ("base_logits",), dtype=dtype, device=device)
+    return model
+
+
 def dbm_kind(model_class: type[Any]) -> ModelKind:
     """The ``"dbm"`` file kind: one tensor per weight matrix and bias vector, and ``base_logits``."""
-
-    def build(tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.device) -> Any:
-        n_weights = sum(name.startswith("weights.") for name in tensors)
-        model = model_class(
-            weights=[tensors[f"weights.{index}"] for index in range(n_weights)],
-            biases=[tensors[f"biases.{index}"] for index in range(n_weights + 1)],
-            dtype=dtype,
-            device=device,
-        )
-        _copy_buffers(model, tensors, ("base_logits",), dtype=dtype, device=device)
-        return model
-
     return ModelKind(
         name="dbm",
         model_class=model_class,
         tensors=_dbm_tensors,
         expected_shapes=_dbm_expected_shapes,
-        build=build,
+        build=functools.partial(_build_dbm, model_class),
     )
 
 
@@ -310,22 +304,10 @@ def _potts_dbm_expected_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, 
 def potts_dbm_kind(model_class: type[Any]) -> ModelKind:
     """The ``"potts-dbm"`` file kind: a DBM's tensors, the visible ones with their site and state axes."""
 
-    def build(tensors: dict[str, Tensor], *, dtype: torch.dtype, device: torch.device) -> Any:
-        n_weights = sum(name.startswith("weights.") for name in tensors)
-        model = model_class(
-            weights=[tensors[f"weights.{index}"] for index in range(n_weights)],
-            biases=[tensors[f"biases.{index}"] for index in range(n_weights + 1)],
-            dtype=dtype,
-            device=device,
-        )
-        with torch.no_grad():
-            model.base_logits.copy_(tensors["base_logits"].reshape(-1).to(device=device, dtype=dtype))
-        return model
-
     return ModelKind(
         name="potts-dbm",
         model_class=model_class,
         tensors=_potts_dbm_tensors,
         expected_shapes=_potts_dbm_expected_shapes,
-        build=build,
+        build=functools.partial(_build_dbm, model_class),
     )
