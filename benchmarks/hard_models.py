@@ -63,7 +63,16 @@ from hard_models_report import (
     write_csv,
 )
 
-__all__ = ["ALGORITHMS", "PRESETS", "breakdown", "confident_miss", "covered", "main", "summarize"]
+__all__ = [
+    "ALGORITHMS",
+    "PRESETS",
+    "breakdown",
+    "confident_miss",
+    "covered",
+    "main",
+    "summarize",
+    "train_cached",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 STANDARD_METHODS = (
@@ -204,37 +213,63 @@ def obtain_model(
         "seed": seed,
     }
     name = f"{dataset}-{algorithm}-h{n_hidden}-u{n_updates}-s{seed}"
-    directory = cache / name
-    model_path, sidecar_path = directory / "model.safetensors", directory / "model.json"
     # A cached model without its trajectory is trained again: the snapshot recorder draws no
     # random numbers, so the same seed gives the same model, now with trajectory.safetensors.
-    has_trajectory = (directory / TRAJECTORY_FILE).is_file() or not save_trajectory
-    if not retrain and model_path.is_file() and sidecar_path.is_file() and has_trajectory:
+    return train_cached(
+        cache / name,
+        config,
+        build=lambda: bl.RBM(n_visible=train.shape[1], n_hidden=n_hidden, generator=_generator(seed)),
+        load=bl.RBM.load,
+        train=train,
+        held_out=held_out,
+        train_options={
+            "algorithm": spec.algorithm,
+            "k": spec.k,
+            "n_updates": n_updates,
+            "batch_size": BATCH_SIZE,
+            "learning_rate": spec.learning_rate,
+            "lr_schedule": spec.lr_schedule,
+            "generator": _generator(seed + 1),
+            "snapshots": DEFAULT_MAX_SNAPSHOTS if save_trajectory else None,
+            "snapshot_dir": cache / name,
+        },
+        retrain=retrain,
+        required=(TRAJECTORY_FILE,) if save_trajectory else (),
+    )
+
+
+def train_cached(
+    directory: Path,
+    config: dict[str, Any],
+    *,
+    build: Callable[[], Any],
+    load: Callable[[Path], Any],
+    train: torch.Tensor,
+    held_out: torch.Tensor,
+    train_options: dict[str, Any],
+    retrain: bool,
+    required: Sequence[str] = (),
+) -> tuple[Any, dict[str, Any], Path]:
+    """The model cached in ``directory`` for ``config``, or ``build()`` trained with ``train_options``
+    and saved there; returns ``(model, sidecar, directory)``. The sidecar holds the configuration,
+    the exact log Z (and its time), train/test log-likelihoods and the training time; a cache
+    missing one of the ``required`` files is trained again."""
+    model_path, sidecar_path = directory / "model.safetensors", directory / "model.json"
+    complete = all((directory / name).is_file() for name in required)
+    if not retrain and model_path.is_file() and sidecar_path.is_file() and complete:
         sidecar = json.loads(sidecar_path.read_text())
         if sidecar.get("config") == config:
-            return bl.RBM.load(model_path), sidecar, directory
+            return load(model_path), sidecar, directory
     directory.mkdir(parents=True, exist_ok=True)
-    model = bl.RBM(n_visible=train.shape[1], n_hidden=n_hidden, generator=_generator(seed))
+    model = build()
     started = time.perf_counter()
-    bl.train(
-        model,
-        train,
-        algorithm=spec.algorithm,
-        k=spec.k,
-        n_updates=n_updates,
-        batch_size=BATCH_SIZE,
-        learning_rate=spec.learning_rate,
-        lr_schedule=spec.lr_schedule,
-        generator=_generator(seed + 1),
-        snapshots=DEFAULT_MAX_SNAPSHOTS if save_trajectory else None,
-        snapshot_dir=directory,
-    )
+    bl.train(model, train, **train_options)
     train_seconds = time.perf_counter() - started
     started = time.perf_counter()
     exact = bl.exact_log_z(model)
     exact_seconds = time.perf_counter() - started
     sidecar = {
-        "name": name,
+        "name": directory.name,
         "config": config,
         "exact_log_z": exact,
         "exact_seconds": exact_seconds,

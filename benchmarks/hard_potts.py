@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import sys
 import time
@@ -54,6 +53,7 @@ from hard_models import (
     method_options,
     resolve_methods,
     score_model,
+    train_cached,
 )
 from hard_models_report import COLUMNS, report, write_csv
 
@@ -164,41 +164,26 @@ def obtain_model(
         "n_train": train.shape[0],
     }
     name = f"{family}-{algorithm}-h{n_hidden}-u{n_updates}-s{seed}"
-    directory = cache / name
-    model_path, sidecar_path = directory / "model.safetensors", directory / "model.json"
-    if not retrain and model_path.is_file() and sidecar_path.is_file():
-        sidecar = json.loads(sidecar_path.read_text())
-        if sidecar.get("config") == config:
-            return PottsRBM.load(model_path), sidecar, directory
-    directory.mkdir(parents=True, exist_ok=True)
-    model = PottsRBM(
-        n_sites=train.shape[1], n_hidden=n_hidden, alphabet="protein", generator=_generator(seed)
+    return train_cached(
+        cache / name,
+        config,
+        build=lambda: PottsRBM(
+            n_sites=train.shape[1], n_hidden=n_hidden, alphabet="protein", generator=_generator(seed)
+        ),
+        load=PottsRBM.load,
+        train=train,
+        held_out=held_out,
+        train_options={
+            "algorithm": spec.algorithm,
+            "k": spec.k,
+            "n_updates": n_updates,
+            "batch_size": BATCH_SIZE,
+            "learning_rate": spec.learning_rate,
+            "lr_schedule": spec.lr_schedule,
+            "generator": _generator(seed + 1),
+        },
+        retrain=retrain,
     )
-    started = time.perf_counter()
-    bl.train(
-        model,
-        train,
-        algorithm=spec.algorithm,
-        k=spec.k,
-        n_updates=n_updates,
-        batch_size=BATCH_SIZE,
-        learning_rate=spec.learning_rate,
-        lr_schedule=spec.lr_schedule,
-        generator=_generator(seed + 1),
-    )
-    train_seconds = time.perf_counter() - started
-    exact = bl.exact_log_z(model)
-    sidecar = {
-        "name": name,
-        "config": config,
-        "exact_log_z": exact,
-        "train_seconds": train_seconds,
-        "train_log_likelihood": bl.log_likelihood(model, train, exact),
-        "test_log_likelihood": bl.log_likelihood(model, held_out, exact),
-    }
-    model.save(model_path)
-    sidecar_path.write_text(json.dumps(sidecar, indent=2) + "\n")
-    return model, sidecar, directory
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
