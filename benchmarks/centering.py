@@ -4,6 +4,9 @@ Two models, each small enough for an exact log Z by enumerating its 2^20 hidden 
 
 * **binary**: a 64×20 RBM on the built-in binarised digits (``bl.data.load("digits")``:
   1,497 training and 300 test images), PCD-1 with 100 chains;
+* **spin**: the same 64×20 RBM with ±1 visible units (``SpinRBM``) on the same digits, trained
+  in spin coordinates (``--only spin``): the plain spin run against the plain binary one is the
+  effect of the units alone;
 * **Potts**: a Potts RBM with 20 hidden units on the WW-domain alignment (31 sites, q = 21;
   ``WW_domain_MSA.fasta``), PCD-1 with 100 chains, sequence weights at 80% identity, a
   homology-aware 10% test split (no test sequence within 80% of a training one), and
@@ -44,6 +47,7 @@ import torch
 import boltzlab as bl
 from boltzlab.data.sequences import read_fasta
 from boltzlab.models.potts_rbm import PottsRBM
+from boltzlab.models.spin_rbm import SpinRBM
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_FASTA = Path("/work/shared/data/proteins/WW_domain_MSA.fasta")
@@ -67,6 +71,19 @@ def binary_task(args: argparse.Namespace) -> Task:
     return Task(
         name=f"binary RBM 64×{args.hidden}, digits",
         build=lambda seed: bl.RBM(n_visible=dataset.n_visible, n_hidden=args.hidden, generator=seed),
+        train=dataset.train,
+        test=dataset.test,
+        train_weights=None,
+        test_weights=None,
+        learning_rates=tuple(args.binary_learning_rates),
+    )
+
+
+def spin_task(args: argparse.Namespace) -> Task:
+    dataset = bl.data.load("digits")  # 0/1 rows: a spin model reads 0 as −1
+    return Task(
+        name=f"spin RBM 64×{args.hidden} (±1 visible), digits",
+        build=lambda seed: SpinRBM(n_visible=dataset.n_visible, n_hidden=args.hidden, generator=seed),
         train=dataset.train,
         test=dataset.test,
         train_weights=None,
@@ -113,7 +130,10 @@ def initial_model(task: Task, seed: int, init: str) -> Any:
     if init == "data":
         model.set_base_rate(task.train, sample_weights=task.train_weights)
         with torch.no_grad():
-            model.visible_bias.copy_(model.base_logits)
+            # A spin's log-odds of +1 are 2b: half the base's log-odds give its marginals.
+            model.visible_bias.copy_(
+                model.base_logits / 2 if isinstance(model, SpinRBM) else model.base_logits
+            )
         if isinstance(model, PottsRBM):
             model.apply_gauge_()
     return model
@@ -191,16 +211,18 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--inits", choices=("zero", "data"), nargs="+", default=["zero", "data"])
     parser.add_argument("--fasta", type=Path, default=DEFAULT_FASTA)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--only", choices=("binary", "potts"))
+    parser.add_argument("--only", choices=("binary", "spin", "potts"))
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "centering.md")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
     tasks = []
-    if args.only != "potts":
+    if args.only in (None, "binary"):
         tasks.append(binary_task(args))
-    if args.only != "binary":
+    if args.only == "spin":
+        tasks.append(spin_task(args))
+    if args.only in (None, "potts"):
         if args.fasta.is_file():
             tasks.append(potts_task(args))
         else:

@@ -197,6 +197,57 @@ def binary_as_potts(model: bl.RBM) -> bl.models.PottsRBM:
     return potts
 
 
+def random_spin_rbm(
+    n_visible: int,
+    n_hidden: int,
+    *,
+    scale: float = 1.5,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+    base_rate: bool = False,
+) -> bl.models.SpinRBM:
+    """A ±1 spin RBM with weights uniform in [-scale, scale] and standard normal biases.
+
+    ``base_rate`` fits the base to 40 random spin rows with a different magnetisation per unit,
+    so β < 1 is not plain energy scaling.
+    """
+    g = torch.Generator().manual_seed(seed)
+    model = bl.models.SpinRBM(
+        weights=(torch.rand(n_visible, n_hidden, generator=g, dtype=torch.float64) * 2 - 1) * scale,
+        visible_bias=torch.randn(n_visible, generator=g, dtype=torch.float64),
+        hidden_bias=torch.randn(n_hidden, generator=g, dtype=torch.float64),
+        dtype=dtype,
+    )
+    if base_rate:
+        up = torch.rand(40, n_visible, generator=g) < torch.linspace(0.1, 0.9, n_visible)
+        model.set_base_rate(up.float() * 2 - 1)
+    return model
+
+
+def tiny_spin_rbms(dtype: torch.dtype = torch.float64) -> list[bl.models.SpinRBM]:
+    """Enumerable spin RBMs: 4x3 with a fitted base (strong weights), and 2x5 (the visible side smaller)."""
+    return [
+        random_spin_rbm(4, 3, scale=1.5, seed=1, dtype=dtype, base_rate=True),
+        random_spin_rbm(2, 5, scale=2.0, seed=3, dtype=dtype),
+    ]
+
+
+def random_spin_dbm(
+    layer_sizes: tuple[int, ...], *, scale: float = 1.5, seed: int = 0, dtype: torch.dtype = torch.float64
+) -> bl.models.SpinDBM:
+    """A DBM with ±1 visible units, weights uniform in [-scale, scale], normal biases and a fitted base."""
+    g = torch.Generator().manual_seed(seed)
+    weights = [
+        (torch.rand(layer_sizes[index], layer_sizes[index + 1], generator=g, dtype=torch.float64) * 2 - 1)
+        * scale
+        for index in range(len(layer_sizes) - 1)
+    ]
+    biases = [torch.randn(size, generator=g, dtype=torch.float64) for size in layer_sizes]
+    model = bl.models.SpinDBM(weights=weights, biases=biases, dtype=dtype)
+    up = torch.rand(40, layer_sizes[0], generator=g) < torch.linspace(0.2, 0.8, layer_sizes[0])
+    return model.set_base_rate(up.float() * 2 - 1)
+
+
 def random_dbm(
     layer_sizes: tuple[int, ...],
     *,
@@ -596,6 +647,24 @@ def potts_scheme_cases(
     models = [
         (random_potts(2, 3, 1, scale=2.5, seed=31, base_rate=True), "2x3-state Potts, 1 hidden"),
         (random_potts(1, 4, 2, scale=2.5, seed=32), "1x4-state Potts, 2 hidden"),
+    ]
+    return [
+        SchemeCase(
+            model=model, betas=tuple(float(beta) for beta in ladder), label=f"{kind}, betas={tuple(ladder)}"
+        )
+        for model, kind in models
+        for ladder in ladders
+    ]
+
+
+def spin_scheme_cases(
+    ladders: Sequence[Sequence[float]] = ((0.3, 1.0), (0.0, 0.5, 1.0)),
+) -> list[SchemeCase]:
+    """Tiny models with ±1 visible units at every ladder: a 2x2 spin RBM with a fitted base
+    (16 joint states) and a 2-1-2 spin DBM (32 joint states, the visible and top layers kept)."""
+    models = [
+        (random_spin_rbm(2, 2, scale=2.0, seed=41, base_rate=True), "2x2 spin RBM"),
+        (random_spin_dbm((2, 1, 2), scale=2.0, seed=42), "2-1-2 spin DBM"),
     ]
     return [
         SchemeCase(

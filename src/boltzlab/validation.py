@@ -17,6 +17,7 @@ __all__ = [
     "as_binary_tensor",
     "as_model_data",
     "as_real_tensor",
+    "as_spin_tensor",
     "check_chains_match",
     "check_device",
     "check_finite_model",
@@ -151,6 +152,40 @@ def as_binary_tensor(
             "Binarise it first, e.g. (x > 0.5) or boltzlab.data.binarize"
         )
     return tensor.to(device=device, dtype=dtype).clone()
+
+
+def as_spin_tensor(
+    data: Any,
+    name: str,
+    *,
+    n_units: int | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+) -> Tensor:
+    """Spin data (±1) as the 0/1 tensor a spin layer holds inside: ``v = (s + 1)/2`` (a copy).
+
+    Accepts ±1 values, or 0/1 values with 0 for −1 (the internal form, as chains hold it;
+    ``1`` means +1 in both). Refuses a mix of −1 and 0 (it cannot say which form was meant),
+    any other value, NaN/inf and the shapes :func:`as_binary_tensor` refuses.
+    """
+    tensor = _example_matrix(data, name, n_units=n_units)
+    if tensor.dtype == torch.bool:
+        tensor = tensor.to(torch.uint8)
+    if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+        raise ValidationError(f"{name} contains NaN or infinite values")
+    minus, zero = bool((tensor == -1).any()), bool((tensor == 0).any())
+    if minus and zero:
+        raise ValidationError(
+            f"{name} mixes -1 and 0: a spin layer takes ±1 values, or 0/1 with 0 meaning -1, not both"
+        )
+    if minus:
+        bad = tensor[(tensor != -1) & (tensor != 1)]
+        if bad.numel():
+            raise ValidationError(
+                f"{name} must hold spins (±1); found {bad.numel()} other values, e.g. {bad.flatten()[0].item()!r}"
+            )
+        tensor = (tensor == 1).to(torch.uint8)
+    return as_binary_tensor(tensor, name, n_units=n_units, dtype=dtype, device=device)
 
 
 def as_real_tensor(

@@ -286,7 +286,7 @@ CORRUPTIONS = [
     (_set("format_version", "one"), r"format_version 'one' is not a whole number"),
     (
         _set("kind", "quantum"),
-        r"kind 'quantum', which this boltzlab .* \(known: rbm, dbm, gaussian-rbm, potts-[a-z]+, potts-[a-z]+\); upgrade",
+        r"kind 'quantum', which this boltzlab .* \(known: rbm, dbm, gaussian-rbm, potts-[a-z]+, potts-[a-z]+, spin-[a-z]+, spin-[a-z]+\); upgrade",
     ),
     (_unset("shapes"), r"its metadata lacks 'shapes'"),
     (_set("dtype", "int64"), r"declares unsupported dtype 'int64'"),

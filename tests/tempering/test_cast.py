@@ -33,6 +33,7 @@ from harness import (
     random_rbm,
     scheme_cases,
     simulated_tempering_kernel,
+    spin_scheme_cases,
 )
 from tolerances import INVARIANCE_ATOL
 
@@ -102,6 +103,16 @@ def test_potts_models_coupled_kernel_and_sampler():
         place=place,
         locate=locate,
         cases=potts_scheme_cases(ladders=((0.3, 1.0),))[:1],
+    )
+
+
+def test_spin_models_coupled_kernel_and_sampler():
+    check_scheme_exact(
+        lambda operator, case: CAST(operator, case.betas, lag=2, gamma=0.0, log_weights=case.log_z()),
+        cast_exact,
+        place=place,
+        locate=locate,
+        cases=spin_scheme_cases(ladders=((0.3, 1.0),))[:1],
     )
 
 

@@ -33,6 +33,7 @@ from harness import (
     random_rbm,
     run_scheme,
     scheme_cases,
+    spin_scheme_cases,
     state_codes,
 )
 from tolerances import INVARIANCE_ATOL, MAX_Z
@@ -125,6 +126,18 @@ def test_exact_kernel_leaves_the_product_invariant_and_the_sampler_follows_it(pa
         place=place,
         locate=locate,
         cases=CASES,
+    )
+
+
+def test_spin_models_exact_kernel_and_sampler():
+    # ±1 spin visible units (an RBM and a DBM): swaps and sweeps keep the product of the
+    # tempered spin distributions.
+    check_scheme_exact(
+        lambda operator, case: ParallelTempering(operator, case.betas),
+        pt_exact("alternating", 1),
+        place=place,
+        locate=locate,
+        cases=spin_scheme_cases(ladders=((0.3, 1.0),)),
     )
 
 

@@ -36,6 +36,7 @@ from harness import (
     random_rbm,
     scheme_cases,
     simulated_tempering_kernel,
+    spin_scheme_cases,
 )
 from tolerances import INVARIANCE_ATOL, MAX_Z
 
@@ -77,6 +78,22 @@ def test_potts_models_exact_kernel_and_sampler(level_move):
         place=place_simulated_tempering,
         locate=locate_simulated_tempering,
         cases=potts_scheme_cases(),
+    )
+
+
+@pytest.mark.parametrize("level_move", ["metropolis", "gibbs"])
+def test_spin_models_exact_kernel_and_sampler(level_move):
+    # ±1 spin visible units (an RBM and a DBM): the same joint target, kernel and sampled rows.
+    check_scheme_exact(
+        lambda operator, case: SimulatedTempering(
+            operator, case.betas, log_weights=case.log_z(), level_move=level_move
+        ),
+        lambda operator, case: simulated_tempering_kernel(
+            operator, case, case.log_z(), level_move=level_move
+        ),
+        place=place_simulated_tempering,
+        locate=locate_simulated_tempering,
+        cases=spin_scheme_cases(ladders=((0.0, 0.5, 1.0),)),
     )
 
 

@@ -31,6 +31,7 @@ from harness import (
     random_rbm,
     run_scheme,
     scheme_cases,
+    spin_scheme_cases,
 )
 from tolerances import MAX_Z
 
@@ -95,6 +96,16 @@ def test_potts_models_one_move_is_reversible_and_the_sampler_follows_it():
         place=place,
         locate=locate,
         cases=potts_scheme_cases(),
+    )
+
+
+def test_spin_models_one_move_is_reversible_and_the_sampler_follows_it():
+    check_scheme_exact(
+        lambda operator, case: TemperedTransitions(operator, case.betas),
+        tt_exact,
+        place=place,
+        locate=locate,
+        cases=spin_scheme_cases(ladders=((0.3, 1.0),)),
     )
 
 

@@ -46,6 +46,7 @@ __all__ = [
     "TARGET_STDERR_METHODS",
     "TENSORBOARD_HELP",
     "TRAIN_MODELS",
+    "VISIBLE_UNITS",
 ]
 
 # --- Copies of the library's names and defaults (tests/cli/test_startup.py compares them) ---
@@ -147,6 +148,8 @@ MAX_LEARNING_RATE = 10.0
 DTYPES = ("float32", "float64")
 #: ``train --model``: an RBM (``--hidden``) or a DBM (``--layers``).
 TRAIN_MODELS = ("rbm", "dbm")
+#: ``train --visible-units``: 0/1 units or ±1 spins (docs/algorithms.md §1.7).
+VISIBLE_UNITS = ("binary", "spin")
 #: ``train --pretrain``: CD-1 updates of each RBM of a DBM's greedy pretraining.
 DEFAULT_PRETRAIN_UPDATES = 1000
 #: RAISE's held-out examples (``logz`` and ``evaluate`` ``--examples``).

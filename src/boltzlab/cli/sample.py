@@ -57,6 +57,7 @@ from boltzlab.cli.memory import check_memory
 from boltzlab.cli.progress_display import bar_size, method_progress, show_progress
 from boltzlab.cli.sample_files import resolve_format, write_fasta, write_samples
 from boltzlab.errors import ValidationError
+from boltzlab.models.spin import SpinVisible
 from boltzlab.operators import Operator
 from boltzlab.rng import make_generator
 from boltzlab.tempering import ladders
@@ -345,6 +346,8 @@ def run(model_path: Path, as_json: bool, **options: Any) -> None:
     else:
         if potts:  # symbol indices, one per site, rather than one-hot units
             samples = model.to_indices(samples.reshape(-1, samples.shape[-1])).view(*samples.shape[:2], -1)
+        elif isinstance(model, SpinVisible):  # ±1, as the model's data were given
+            samples = model.to_spins(samples)
         settings = {"keep_every": options["keep_every"], "burn_in": options["burn_in"]}
         if out_format == ".fasta":
             written = [write_fasta(samples, alphabet, options["out"], **settings)]

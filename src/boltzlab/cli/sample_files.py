@@ -124,10 +124,11 @@ def write_fasta(indices: Tensor, alphabet: Alphabet, path: Path, *, keep_every: 
 def write_samples(
     samples: Tensor, path: Path, *, keep_every: int, burn_in: int, out_format: str | None = None
 ) -> Path:
-    """Write ``samples`` (shape ``(n_kept, n_chains, n_visible)``, 0/1, or symbol indices of shape
-    ``(n_kept, n_chains, L)``) as ``.npy``, ``.npz`` or ``.csv`` by ``out_format`` (default
-    ``path``'s extension; module docstring); returns the path."""
-    states = samples.detach().cpu().numpy().astype(np.uint8)
+    """Write ``samples`` (shape ``(n_kept, n_chains, n_visible)``, 0/1 or ±1 spins, or symbol
+    indices of shape ``(n_kept, n_chains, L)``) as ``.npy``, ``.npz`` or ``.csv`` by ``out_format``
+    (default ``path``'s extension; module docstring); returns the path."""
+    values = samples.detach().cpu()
+    states = values.numpy().astype(np.int8 if bool((values < 0).any()) else np.uint8)
     n_kept, n_chains, n_visible = states.shape
     sweeps = kept_sweeps(n_kept, keep_every=keep_every, burn_in=burn_in)
     suffix = out_format if out_format is not None else check_out_path(path)

@@ -73,6 +73,8 @@ from boltzlab.io.run_lock import read_run_id, run_folder, write_run_id
 from boltzlab.models.dbm import DBM
 from boltzlab.models.potts_rbm import PottsRBM
 from boltzlab.models.rbm import RBM
+from boltzlab.models.spin_dbm import SpinDBM
+from boltzlab.models.spin_rbm import SpinRBM
 from boltzlab.models.trajectory import TRAJECTORY_FILE
 from boltzlab.rng import make_generator, spawn
 from boltzlab.training import available_phases, find_latest_checkpoint
@@ -197,7 +199,8 @@ def _build_dbm(options: dict[str, Any], dataset: datasets.Dataset, generator: to
     sizes = parse_layers(options["layers"], dataset.n_visible)
     dtype = _DTYPES[options["dtype"]]
     if not options["pretrain"]:
-        return DBM(layer_sizes=list(sizes), generator=generator, dtype=dtype)
+        model_class = SpinDBM if options.get("visible_units") == "spin" else DBM
+        return model_class(layer_sizes=list(sizes), generator=generator, dtype=dtype)
     from boltzlab.training.pretraining import pretrain_dbm
 
     n_updates = options["pretrain_updates"] or DEFAULT_PRETRAIN_UPDATES
@@ -305,6 +308,17 @@ def _refuse_dbm_on_sequences(options: dict[str, Any], dataset: datasets.Dataset)
             f"--model dbm takes binary data; {printable(dataset.name)} holds aligned sequences, which "
             "train a Potts RBM: --model rbm --hidden N"
         )
+    if options.get("visible_units", "binary") == "spin":
+        if isinstance(dataset, SequenceDataset):
+            raise ValidationError(
+                f"--visible-units spin takes binary data; {printable(dataset.name)} holds aligned sequences "
+                "(categorical units): leave --visible-units out"
+            )
+        if options.get("pretrain"):
+            raise ValidationError(
+                "--pretrain builds a DBM of 0/1 units from greedily trained RBMs; leave it out with "
+                "--visible-units spin"
+            )
 
 
 def _build_potts(options: dict[str, Any], dataset: SequenceDataset, generator: torch.Generator) -> PottsRBM:
@@ -417,10 +431,13 @@ def run(**options: Any) -> None:
         model = _build_dbm(options, dataset, model_generator)
         shape = f"DBM {'-'.join(str(size) for size in model.layer_sizes)}"
     else:
-        model = RBM(
+        model_class = SpinRBM if options.get("visible_units") == "spin" else RBM
+        model = model_class(
             dataset.n_visible, options["hidden"], generator=model_generator, dtype=_DTYPES[options["dtype"]]
         )
         shape = f"RBM {dataset.n_visible}×{options['hidden']}"
+    if options.get("visible_units") == "spin":
+        shape = f"{shape} (±1 visible units)"
     choose_threads(model)
 
     def record_config() -> Path:

@@ -284,7 +284,8 @@ def as_binary_matrix(
     key : str
         What the array is (e.g. ``"x_train"``), named in error messages.
     binarize_method : {"threshold", "stochastic"}, optional
-        ``None`` requires the values to be exactly 0/1. Otherwise values are divided by
+        ``None`` requires the values to be exactly 0/1, or ±1 (spins, read with −1 as 0: the same
+        binary data, which a spin model reads back as ±1). Otherwise values are divided by
         ``pixel_max`` and passed to :func:`binarize`.
     pixel_max : float, optional
         The value meaning "fully on" (default 255 for integer arrays, 1 for floats).
@@ -315,6 +316,8 @@ def as_binary_matrix(
             "drop or repair those rows"
         )
     if binarize_method is None:
+        if _is_spin_coded(matrix):  # ±1 (spins): the same binary data, −1 read as 0
+            matrix = (matrix == 1).astype(np.uint8)
         _require_binary(matrix, source=source, key=key)
         return torch.from_numpy(np.array(matrix, dtype=np.float32))
     if binarize_method not in BINARIZE_METHODS:
@@ -369,6 +372,13 @@ def as_labels(array: np.ndarray, *, source: str, key: str, n_examples: int) -> T
     if array.size and array.min() < 0:
         raise DataError(f"{source}: {key} has negative labels (min {array.min()}); labels start at 0")
     return torch.from_numpy(array.astype(np.int64))
+
+
+def _is_spin_coded(matrix: np.ndarray) -> bool:
+    """Whether every value is −1 or +1 and some are −1 (binary data coded as spins)."""
+    if not np.issubdtype(matrix.dtype, np.signedinteger) and not np.issubdtype(matrix.dtype, np.floating):
+        return False
+    return bool((matrix == -1).any()) and bool(((matrix == -1) | (matrix == 1)).all())
 
 
 def _require_binary(matrix: np.ndarray, *, source: str, key: str) -> None:

@@ -135,8 +135,11 @@ def read_text(path: str | os.PathLike[str]) -> TextData:
 
 
 def require_binary_text(path: Path, data: TextData) -> None:
-    """Refuse non-0/1 values, naming the line and column of the first one and the fix."""
+    """Refuse values other than 0/1 (or ±1, binary data coded as spins, which the readers take
+    with −1 as 0), naming the line and column of the first one and the fix."""
     inputs = data.inputs
+    if (inputs == -1).any() and ((inputs == -1) | (inputs == 1)).all():
+        return
     bad = (inputs != 0) & (inputs != 1)
     if not bad.any():
         return

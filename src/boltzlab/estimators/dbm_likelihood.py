@@ -59,7 +59,7 @@ from boltzlab.models.mean_field import mean_field_posterior, variational_lower_b
 from boltzlab.numerics import log_mean_exp, softplus
 from boltzlab.operators.base import LayerwiseOperator
 from boltzlab.rng import resolve_generator, sample_bernoulli
-from boltzlab.validation import as_binary_tensor, check_positive_int, require
+from boltzlab.validation import as_model_data, check_positive_int, require
 
 __all__ = ["DBMLikelihoodEstimate", "estimate_log_likelihood", "exact_log_likelihood"]
 
@@ -129,7 +129,7 @@ def exact_log_likelihood(dbm: DBM, data: Any, *, log_z: float | None = None) -> 
     :meth:`DBM.free_energy`); ``log Z`` by :func:`~boltzlab.estimators.exact_log_z` unless given.
     """
     require(isinstance(dbm, DBM), f"dbm must be a boltzlab.DBM, got {type(dbm).__name__}")
-    v = as_binary_tensor(data, "data", n_units=dbm.layer_sizes[0], dtype=torch.float64, device=dbm.device)
+    v = as_model_data(dbm, data, "data").to(torch.float64)
     log_z = exact_log_z(dbm) if log_z is None else float(log_z)
     return -dbm.free_energy(v) - log_z
 
@@ -168,7 +168,7 @@ class _ClampedAnnealer:
         self.biases = [vector.detach() for vector in dbm.biases]
         self.visible = visible
         # Layer 1's input from the clamped v never changes: one GEMM for the whole run.
-        self.from_visible = torch.addmm(self.biases[1], visible, self.weights[0])
+        self.from_visible = torch.addmm(self.biases[1], dbm.visible_values(visible), self.weights[0])
         self.base_logits = [visible.new_zeros(0), *base_logits]  # index = layer
         self.base64 = [logits.to(torch.float64) for logits in self.base_logits]
         self.base_norm = sum(softplus(logits).sum(1) for logits in self.base64[1:])
@@ -316,7 +316,7 @@ def estimate_log_likelihood(
     # Long because argument checks, the clamped annealing and the per-example sharding share one set
     # of locals; each part is short.
     require(isinstance(dbm, DBM), f"dbm must be a boltzlab.DBM, got {type(dbm).__name__}")
-    v = as_binary_tensor(data, "data", n_units=dbm.layer_sizes[0], dtype=dbm.dtype, device=dbm.device)
+    v = as_model_data(dbm, data, "data")
     log_z_value, log_z_stderr = _check_log_z(log_z)
     n_chains = check_positive_int(n_chains, "n_chains")
     chains_per_batch = check_positive_int(chains_per_batch, "chains_per_batch")
@@ -357,7 +357,8 @@ def estimate_log_likelihood(
         if sharded:
             log_weights = distributed.gather_rows(log_weights, what="gathering the per-example weights")
         # The visible bias term of −E is constant given v: added once, exactly.
-        log_weights = log_weights + (v.to(torch.float64) @ dbm.biases[0].detach().to(torch.float64))[:, None]
+        visible_term = dbm.visible_values(v.to(torch.float64)) @ dbm.biases[0].detach().to(torch.float64)
+        log_weights = log_weights + visible_term[:, None]
     log_weights = log_weights.cpu()
     if not bool(torch.isfinite(log_weights).all()):
         raise DivergenceError(

@@ -16,7 +16,10 @@ one matrix product ``v W`` does (docs/training.md, "Pseudo-likelihood").
 A **binary** RBM is the case ``q = 2`` with state 0 contributing nothing (``W_{i,0} = 0``,
 ``g_{i,0} = 0``; ``W_{i,1}`` and ``g_{i,1}`` are the weights row and visible bias of unit
 ``i``); a **Potts** RBM (:class:`~boltzlab.models.potts_rbm.PottsRBM`) reads its
-``(L, q, J)`` weights and ``(L, q)`` fields as they are. One code path serves both.
+``(L, q, J)`` weights and ``(L, q)`` fields as they are; a **spin** RBM
+(:class:`~boltzlab.models.spin_rbm.SpinRBM`) is ``q = 2`` with the states ``−1, +1``
+contributing ``−W_i, +W_i`` and ``−b_i, +b_i``, so its gradient for ``W_i`` is the ``+1``
+state's less the ``−1`` state's. One code path serves all three.
 
 **Normalisation.** :func:`pseudo_log_likelihood` reports, by default, the mean over examples
 of the *average over sites* of ``log p(v_i | v_−i)``, in nats per site: a number between
@@ -52,6 +55,7 @@ from boltzlab import gemm
 from boltzlab.errors import ValidationError
 from boltzlab.models.potts_rbm import PottsRBM
 from boltzlab.models.rbm import RBM
+from boltzlab.models.spin_rbm import SpinRBM
 from boltzlab.numerics import softplus
 from boltzlab.validation import as_model_data, check_finite_model, check_positive_int, check_sample_weights
 
@@ -88,16 +92,17 @@ class PseudoLikelihoodGradient:
 
 
 def check_pseudo_likelihood_model(model: Any, what: str = "the pseudo-likelihood") -> None:
-    """Refuse a model whose pseudo-likelihood is not implemented (binary and Potts RBMs only)."""
-    if not isinstance(model, RBM | PottsRBM):
+    """Refuse a model whose pseudo-likelihood is not implemented (binary, spin and Potts RBMs only)."""
+    if not isinstance(model, RBM | SpinRBM | PottsRBM):
         raise ValidationError(
-            f"{what} is implemented for binary RBMs (bl.RBM) and Potts RBMs (PottsRBM), "
-            f"not {type(model).__name__}"
+            f"{what} is implemented for binary RBMs (bl.RBM), spin RBMs (SpinRBM) and Potts RBMs "
+            f"(PottsRBM), not {type(model).__name__}"
         )
 
 
-def _site_view(model: RBM | PottsRBM, *, detach: bool) -> tuple[Tensor, Tensor]:
-    """``W`` as ``(L, q, J)`` and the fields as ``(L, q)``; a binary RBM as ``q = 2`` with state 0 zero."""
+def _site_view(model: RBM | SpinRBM | PottsRBM, *, detach: bool) -> tuple[Tensor, Tensor]:
+    """``W`` as ``(L, q, J)`` and the fields as ``(L, q)``; a binary RBM as ``q = 2`` with state 0
+    zero, a spin RBM as ``q = 2`` with the states ``−W, +W`` (module docstring)."""
     weights, fields = model.weights, model.visible_bias
     if detach:
         weights, fields = weights.detach(), fields.detach()
@@ -105,12 +110,19 @@ def _site_view(model: RBM | PottsRBM, *, detach: bool) -> tuple[Tensor, Tensor]:
         return weights.view(model.n_sites, model.n_states, model.n_hidden), fields.view(
             model.n_sites, model.n_states
         )
+    if isinstance(model, SpinRBM):
+        return torch.stack([-weights, weights], 1), torch.stack([-fields, fields], 1)
     return torch.stack([torch.zeros_like(weights), weights], 1), torch.stack(
         [torch.zeros_like(fields), fields], 1
     )
 
 
-def _state_indices(model: RBM | PottsRBM, v: Tensor) -> Tensor:
+def _energy_rows(model: RBM | SpinRBM | PottsRBM, v: Tensor) -> Tensor:
+    """What the energy reads of visible rows: the spins ``2v − 1`` of a spin RBM, else ``v``."""
+    return model.visible_values(v) if isinstance(model, SpinRBM) else v
+
+
+def _state_indices(model: RBM | SpinRBM | PottsRBM, v: Tensor) -> Tensor:
     """Each site's state, ``(n, L)`` int64, from visible rows ``(n, n_visible)``."""
     return model.to_indices(v) if isinstance(model, PottsRBM) else v.to(torch.int64)
 
@@ -119,7 +131,7 @@ def _chunk_sites(n: int, n_states: int, n_hidden: int) -> int:
     return max(1, _CHUNK_TERMS // max(1, n * n_states * n_hidden))
 
 
-def site_log_conditionals(model: RBM | PottsRBM, v: Tensor) -> Tensor:
+def site_log_conditionals(model: RBM | SpinRBM | PottsRBM, v: Tensor) -> Tensor:
     """``log p(v_i | v_−i)`` for every example and site, hidden units summed out; shape ``(n, L)``.
 
     Built from differentiable operations on the model's parameters, so under
@@ -142,7 +154,7 @@ def site_log_conditionals(model: RBM | PottsRBM, v: Tensor) -> Tensor:
     n_sites, n_states, n_hidden = weights3.shape
     indices = _state_indices(model, v)
     n = v.shape[0]
-    preactivation = torch.addmm(model.hidden_bias, v, model.weights)
+    preactivation = torch.addmm(model.hidden_bias, _energy_rows(model, v), model.weights)
     chunk = _chunk_sites(n, n_states, n_hidden)
     parts = []
     for start in range(0, n_sites, chunk):
@@ -159,7 +171,7 @@ def site_log_conditionals(model: RBM | PottsRBM, v: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def pseudo_likelihood_gradient(model: RBM | PottsRBM, v: Tensor) -> PseudoLikelihoodGradient:
+def pseudo_likelihood_gradient(model: RBM | SpinRBM | PottsRBM, v: Tensor) -> PseudoLikelihoodGradient:
     """Mean over the rows of ``v`` of ``Σ_i log p(v_i | v_−i)``, and its exact gradient.
 
     The formulas are in the module docstring; one pass over chunks of sites computes the value
@@ -180,7 +192,8 @@ def pseudo_likelihood_gradient(model: RBM | PottsRBM, v: Tensor) -> PseudoLikeli
     n_sites, n_states, n_hidden = weights3.shape
     indices = _state_indices(model, v)
     n = v.shape[0]
-    preactivation = gemm.addmm(model.hidden_bias.detach(), v, model.weights.detach())
+    rows = _energy_rows(model, v)
+    preactivation = gemm.addmm(model.hidden_bias.detach(), rows, model.weights.detach())
     grad_weights3 = torch.zeros_like(weights3)
     grad_fields = torch.zeros_like(fields)
     summed_h = torch.zeros_like(preactivation)  # Σ_i H_i, shape (n, J)
@@ -208,6 +221,10 @@ def pseudo_likelihood_gradient(model: RBM | PottsRBM, v: Tensor) -> PseudoLikeli
         grad_weights = grad_weights3.view(model.weights.shape)
         gemm.addmm_(grad_weights, v.t(), residual)
         grad_visible = grad_fields.view(model.visible_bias.shape)
+    elif isinstance(model, SpinRBM):  # W_i enters state +1 as +W_i and state −1 as −W_i
+        grad_weights = grad_weights3[:, 1] - grad_weights3[:, 0]
+        gemm.addmm_(grad_weights, rows.t(), residual)
+        grad_visible = grad_fields[:, 1] - grad_fields[:, 0]
     else:  # only state 1 is a parameter; state 0's rows stay zero
         grad_weights = grad_weights3[:, 1].contiguous()
         gemm.addmm_(grad_weights, v.t(), residual)
@@ -221,7 +238,7 @@ def pseudo_likelihood_gradient(model: RBM | PottsRBM, v: Tensor) -> PseudoLikeli
 
 
 def pseudo_log_likelihood(
-    model: RBM | PottsRBM,
+    model: RBM | SpinRBM | PottsRBM,
     data: Any,
     *,
     sample_weights: Any = None,

@@ -19,6 +19,8 @@ from boltzlab.models.mean_field import (
 from boltzlab.models.potts_dbm import PottsDBM
 from boltzlab.models.potts_rbm import PottsRBM
 from boltzlab.models.rbm import RBM, all_binary_states
+from boltzlab.models.spin_dbm import SpinDBM
+from boltzlab.models.spin_rbm import SpinRBM
 from boltzlab.models.toy import GaussianMixtureFamily
 
 __all__ = [
@@ -30,6 +32,8 @@ __all__ = [
     "MeanFieldResult",
     "PottsDBM",
     "PottsRBM",
+    "SpinDBM",
+    "SpinRBM",
     "TemperedModel",
     "all_binary_states",
     "binary_entropy",

@@ -222,6 +222,12 @@ class DBM(BaseRateModel, ModelFile, nn.Module):
         return f"layer_sizes={list(self.layer_sizes)}, dtype={self.dtype}, base={base}"
 
     # ------------------------------------------------------------------ parameters
+    @staticmethod
+    def visible_values(v: Tensor) -> Tensor:
+        """What the energy reads of visible rows as chains hold them: ``v`` itself for 0/1 units
+        (a DBM with ±1 visible units reads ``2v − 1``, :class:`~boltzlab.models.spin_dbm.SpinDBM`)."""
+        return v
+
     def _parameters64(self) -> DBMParameters64:
         return DBMParameters64(
             weights=tuple(matrix.detach().to(torch.float64) for matrix in self.weights),
@@ -236,6 +242,7 @@ class DBM(BaseRateModel, ModelFile, nn.Module):
         Being multilinear, it also gives ``E_Q[E]`` of a factorial ``Q`` from its means.
         """
         states = [layer.to(torch.float64) for layer in layers]
+        states[0] = self.visible_values(states[0])
         parameters = self._parameters64()
         total = sum(
             ((states[l] @ matrix) * states[l + 1]).sum(1) for l, matrix in enumerate(parameters.weights)
@@ -263,7 +270,8 @@ class DBM(BaseRateModel, ModelFile, nn.Module):
         """``b^l + h^{l−1}W^l + h^{l+1}W^{l+1}ᵀ`` (the β = 1 log-odds of layer ``index``); a new tensor."""
         if index == 0:
             return gemm.addmm(self.biases[0], layers[1], self.weights[0].t())
-        logits = gemm.addmm(self.biases[index], layers[index - 1], self.weights[index - 1])
+        below = self.visible_values(layers[0]) if index == 1 else layers[index - 1]
+        logits = gemm.addmm(self.biases[index], below, self.weights[index - 1])
         if index < len(self.weights):
             gemm.addmm_(logits, layers[index + 1], self.weights[index].t())
         return logits
@@ -280,7 +288,8 @@ class DBM(BaseRateModel, ModelFile, nn.Module):
             preactivation = torch.cat([self._layer_input(index, layers) for index in odd], dim=1)
             base = self._base_log_p1(layers[0])
             linear = sum(
-                layers[index].to(torch.float64) @ self.biases[index].detach().to(torch.float64)
+                (self.visible_values(layers[0]) if index == 0 else layers[index]).to(torch.float64)
+                @ self.biases[index].detach().to(torch.float64)
                 for index in even
             )
         return MarginalTerms(base=base, linear=linear, preactivation=preactivation)
@@ -395,7 +404,8 @@ def mean_field_fixed_point(dbm: DBM, v: Tensor, n_updates: int, init: str) -> Me
             if init == "zeros":
                 means.append(v.new_zeros(v.shape[0], dbm.layer_sizes[index]))
             else:  # bottom-up: the input from below only (the layer above is not set yet)
-                below = gemm.addmm(dbm.biases[index], means[index - 1], dbm.weights[index - 1])
+                lower = dbm.visible_values(v) if index == 1 else means[index - 1]
+                below = gemm.addmm(dbm.biases[index], lower, dbm.weights[index - 1])
                 means.append(below.sigmoid_())
         last_change = torch.full((v.shape[0],), torch.inf, dtype=torch.float64, device=v.device)
         odd, even = dbm.update_groups

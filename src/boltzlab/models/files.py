@@ -149,6 +149,11 @@ def rbm_kind(model_class: type[Any]) -> ModelKind:
     return _bipartite_kind("rbm", model_class, ("base_logits",), _bipartite_expected_shapes)
 
 
+def spin_rbm_kind(model_class: type[Any]) -> ModelKind:
+    """The ``"spin-rbm"`` file kind: an RBM file's tensors, holding the ±1 energy's parameters."""
+    return _bipartite_kind("spin-rbm", model_class, ("base_logits",), _bipartite_expected_shapes)
+
+
 def gaussian_rbm_kind(model_class: type[Any]) -> ModelKind:
     """The ``"gaussian-rbm"`` file kind: an RBM's tensors with ``log σ`` and the Gaussian base.
 
@@ -264,10 +269,14 @@ def _build_dbm(
     return model
 
 
-def dbm_kind(model_class: type[Any]) -> ModelKind:
-    """The ``"dbm"`` file kind: one tensor per weight matrix and bias vector, and ``base_logits``."""
+def dbm_kind(model_class: type[Any], *, name: str = "dbm") -> ModelKind:
+    """The ``"dbm"`` file kind: one tensor per weight matrix and bias vector, and ``base_logits``.
+
+    ``name="spin-dbm"`` gives the same tensors for a DBM with ±1 visible units (its first
+    matrix and visible bias are the spin energy's).
+    """
     return ModelKind(
-        name="dbm",
+        name=name,
         model_class=model_class,
         tensors=_dbm_tensors,
         expected_shapes=_dbm_expected_shapes,

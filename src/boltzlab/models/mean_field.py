@@ -39,7 +39,7 @@ from torch import Tensor
 
 from boltzlab.errors import ValidationError
 from boltzlab.models.dbm import DBM, MeanFieldResult, mean_field_fixed_point
-from boltzlab.validation import as_binary_tensor, check_nonnegative_int, check_positive_int, require
+from boltzlab.validation import as_model_data, check_nonnegative_int, check_positive_int, require
 
 __all__ = [
     "MeanFieldResult",
@@ -67,7 +67,7 @@ def _check_common(dbm: Any, data: Any, n_updates: Any, init: Any) -> tuple[Tenso
         raise ValidationError(f"dbm must be a boltzlab.DBM, got {type(dbm).__name__}")
     check_nonnegative_int(n_updates, "n_updates")
     require(init in _INITS, f"init must be one of {', '.join(map(repr, _INITS))}, got {init!r}")
-    v = as_binary_tensor(data, "data", n_units=dbm.layer_sizes[0], dtype=dbm.dtype, device=dbm.device)
+    v = as_model_data(dbm, data, "data")
     return v, n_updates
 
 

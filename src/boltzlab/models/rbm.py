@@ -37,7 +37,7 @@ from boltzlab.models.witness import WitnessRows
 from boltzlab.numerics import softplus
 from boltzlab.validation import check_device, require
 
-__all__ = ["RBM", "all_binary_states", "enumeration_chunk_terms"]
+__all__ = ["RBM", "all_binary_states", "enumerate_rbm_log_f", "enumeration_chunk_terms"]
 
 
 def all_binary_states(
@@ -96,6 +96,39 @@ def enumerate_softplus_sums(
             inputs = low_inputs + bits @ high_coupling
             shift = bits @ high_linear
         yield softplus(inputs).sum(1) + low_linear + shift
+
+
+def enumerate_rbm_log_f(
+    weights: Tensor,
+    visible_bias: Tensor,
+    hidden_bias: Tensor,
+    base_logits: Tensor,
+    base_log_norm: float,
+    beta: float,
+    *,
+    constant: float = 0.0,
+    chunk_states: int | None = None,
+) -> Iterator[Tensor]:
+    """``log f_β`` of every state of a binary RBM's smaller layer, plus ``constant`` (float64 chunks).
+
+    The parameters are float64 ``W (D, J)``, ``b (D,)``, ``c (J,)`` and the base's log-odds
+    ``b^A (D,)`` with its log normaliser; see :meth:`RBM.enumerate_log_f`.
+    """
+    if hidden_bias.shape[0] <= visible_bias.shape[0]:
+        coupling, offset, linear = (
+            beta * weights.t(),
+            beta * visible_bias + (1.0 - beta) * base_logits,
+            beta * hidden_bias,
+        )
+    else:
+        coupling, offset, linear = (
+            beta * weights,
+            beta * hidden_bias,
+            beta * visible_bias + (1.0 - beta) * base_logits,
+        )
+    yield from enumerate_softplus_sums(
+        coupling, offset, linear, constant - (1.0 - beta) * base_log_norm, chunk_states=chunk_states
+    )
 
 
 class RBM(WitnessRows, BaseRateModel, BipartiteModel, nn.Module):
@@ -223,18 +256,14 @@ class RBM(WitnessRows, BaseRateModel, BipartiteModel, nn.Module):
         (default: about 8 MB of work space on the CPU, 32 MB on a GPU), ordered as :func:`all_binary_states`, so
         ``2^24`` states never hold more than one chunk in memory.
         """
-        beta = float(beta)
-        weights = self.weights.detach().to(torch.float64)
-        b = self.visible_bias.detach().to(torch.float64)
-        c = self.hidden_bias.detach().to(torch.float64)
-        base = self.base_logits.detach().to(torch.float64)
-        log_norm = self._base_log_norm()
-        if self.n_hidden <= self.n_visible:
-            coupling, offset, linear = beta * weights.t(), beta * b + (1.0 - beta) * base, beta * c
-        else:
-            coupling, offset, linear = beta * weights, beta * c, beta * b + (1.0 - beta) * base
-        yield from enumerate_softplus_sums(
-            coupling, offset, linear, -(1.0 - beta) * float(log_norm), chunk_states=chunk_states
+        yield from enumerate_rbm_log_f(
+            self.weights.detach().to(torch.float64),
+            self.visible_bias.detach().to(torch.float64),
+            self.hidden_bias.detach().to(torch.float64),
+            self.base_logits.detach().to(torch.float64),
+            float(self._base_log_norm()),
+            float(beta),
+            chunk_states=chunk_states,
         )
 
     # ------------------------------------------------------------------ construction helpers

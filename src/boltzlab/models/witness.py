@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from boltzlab.validation import as_binary_tensor, require
+from boltzlab.validation import as_model_data, require
 
 __all__ = [
     "DEFAULT_WITNESS_ROWS",
@@ -101,7 +101,8 @@ class WitnessRows:
         """
         if check_witness_rows(n_rows) == 0:
             return self.clear_witness()
-        rows = as_binary_tensor(data, "data", n_units=self.layer_sizes[0], dtype=torch.uint8, device="cpu")
+        # The model's own data check (±1 spins, sequences) when it has one; 0/1 rows otherwise.
+        rows = as_model_data(self, data, "data").to(device="cpu", dtype=torch.uint8)
         require(rows.shape[0] > 0, "data has no rows to keep as the model's witness")
         self.witness_bits = pack_bits(rows[_choose_rows(rows.shape[0], n_rows)])
         return self

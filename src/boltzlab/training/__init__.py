@@ -12,6 +12,7 @@ from boltzlab.training import gaussian_objective as gaussian_objective  # regist
 from boltzlab.training import mean_field_objective as mean_field_objective  # registers its objective
 from boltzlab.training import potts_objective as potts_objective  # registers its objective
 from boltzlab.training import pseudo_likelihood as pseudo_likelihood  # registers "pl"
+from boltzlab.training import spin_objective as spin_objective  # registers its objectives
 from boltzlab.training.adaptive_tempering import (  # registers "ast"
     AdaptiveTemperingLearning,
     AdaptiveTemperingLearningState,

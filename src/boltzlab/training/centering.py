@@ -40,6 +40,8 @@ from boltzlab.errors import ValidationError
 from boltzlab.models.dbm import DBM
 from boltzlab.models.potts_rbm import PottsRBM
 from boltzlab.models.rbm import RBM
+from boltzlab.models.spin import SpinVisible
+from boltzlab.models.spin_rbm import SpinRBM
 
 __all__ = [
     "DEFAULT_OFFSET_RATE",
@@ -70,14 +72,14 @@ class Offsets:
 
 def _couplings(model: nn.Module) -> tuple[list[tuple[Tensor, int, int]], list[Tensor]]:
     """``[(W, lower, upper), …]`` and one bias per layer, in layer order, for the centred models."""
-    if isinstance(model, RBM | PottsRBM):
+    if isinstance(model, RBM | SpinRBM | PottsRBM):
         return [(model.weights, 0, 1)], [model.visible_bias, model.hidden_bias]
     if isinstance(model, DBM):
         return [(weights, index, index + 1) for index, weights in enumerate(model.weights)], list(
             model.biases
         )
     raise ValidationError(
-        f"centering is implemented for binary RBMs, Potts RBMs and DBMs, not {type(model).__name__}"
+        f"centering is implemented for binary, spin and Potts RBMs and DBMs, not {type(model).__name__}"
     )
 
 
@@ -86,7 +88,7 @@ class Centering:
 
     Parameters
     ----------
-    model : RBM, PottsRBM or DBM
+    model : RBM, SpinRBM, PottsRBM or DBM (SpinDBM and PottsDBM included)
     rate : float in (0, 1], default 0.01
         ν of the hidden offsets' running average.
 
@@ -111,9 +113,14 @@ class Centering:
         return f"Centering(rate={self.rate})"
 
     def init(self, model: nn.Module, data: Tensor, sample_weights: Tensor | None = None) -> Offsets:
-        """Visible offset = the (weighted) mean of ``data`` ``(n_examples, n_visible)``; hidden ones ½."""
+        """Visible offset = the (weighted) mean of ``data`` ``(n_examples, n_visible)``; hidden ones ½.
+
+        The mean is of what the energy reads: the spins ``2v − 1`` of a spin visible layer.
+        """
         _, biases = _couplings(model)
         data64 = data.to(torch.float64)
+        if isinstance(model, SpinVisible):
+            data64 = model.visible_values(data64)
         if sample_weights is None:
             mean = data64.mean(0)
         else:

@@ -16,7 +16,7 @@ from boltzlab.errors import ValidationError
 from boltzlab.estimators.likelihood import log_likelihood
 from boltzlab.training.callbacks import Callback, RunView
 from boltzlab.training.tracking import RTSTracking
-from boltzlab.validation import as_binary_tensor, check_positive_int
+from boltzlab.validation import as_model_data, check_positive_int
 
 __all__ = ["RTSLikelihoodTracker"]
 
@@ -77,13 +77,7 @@ class RTSLikelihoodTracker(Callback):
         if self._given_validation is None:
             self._validation = run.validation_data
         else:
-            self._validation = as_binary_tensor(
-                self._given_validation,
-                "validation_data",
-                n_units=model.layer_sizes[0],
-                dtype=model.dtype,
-                device=model.device,
-            )
+            self._validation = as_model_data(model, self._given_validation, "validation_data")
 
     def wants_record(self, update: int) -> bool:
         return update % self.every == 0

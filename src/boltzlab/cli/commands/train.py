@@ -26,6 +26,7 @@ from boltzlab.cli.choices import (
     PHASE_ALIASES,
     TENSORBOARD_HELP,
     TRAIN_MODELS,
+    VISIBLE_UNITS,
 )
 from boltzlab.cli.common import SEED, FiniteFloat, command_options, data_file_options, operator_help
 
@@ -62,6 +63,13 @@ Example:
     default="rbm",
     show_default=True,
     help="rbm (--hidden) or dbm (--layers).",
+)
+@click.option(
+    "--visible-units",
+    type=click.Choice(VISIBLE_UNITS),
+    default="binary",
+    show_default=True,
+    help="binary: 0/1 units; spin: ±1 units (the same data, −1 for 0; trained in spin coordinates).",
 )
 @click.option("--hidden", type=click.IntRange(min=1), help="Number of hidden units (--model rbm).")
 @click.option("--layers", metavar="SIZES", help="DBM layer sizes with the visible first, e.g. 784,500,1000.")

@@ -2,7 +2,7 @@
 
 For a binary RBM the unnormalised marginal of one layer, with the other summed out exactly,
 is cheap: ``log f(h) = c·h + Σ_i softplus(b_i + (W h)_i)`` and ``log f(v) = b·v + Σ_j
-softplus(c_j + (vᵀW)_j)``; for a Potts RBM each categorical site sums out as a log-sum-exp
+softplus(c_j + (vᵀW)_j)`` (a spin RBM's is its equal 0/1 RBM's less ``Σ_i b_i``); for a Potts RBM each categorical site sums out as a log-sum-exp
 over its states (:meth:`~boltzlab.models.potts_rbm.PottsRBM.hidden_log_f`). ``Z`` is the sum of ``f`` over every state of that layer, so the
 sum over *any* set of distinct states is a lower bound on ``Z``, with no randomness in the
 inequality: whatever the chains did, ``log Σ_{s ∈ visited} f(s) ≤ log Z``. An estimate that
@@ -34,6 +34,7 @@ from boltzlab import distributed, progress
 from boltzlab.chains import Chains
 from boltzlab.models.potts_rbm import PottsRBM
 from boltzlab.models.rbm import RBM
+from boltzlab.models.spin_rbm import SpinRBM
 from boltzlab.operators import resolve
 from boltzlab.rng import resolve_generator
 from boltzlab.validation import as_model_data, check_positive_int
@@ -83,11 +84,11 @@ class LowerBound:
 
 
 def supports_lower_bound(model: Any) -> bool:
-    """Whether :func:`certified_lower_bound` can bound ``model`` (binary and Potts RBMs)."""
-    return isinstance(model, (RBM, PottsRBM))
+    """Whether :func:`certified_lower_bound` can bound ``model`` (binary, spin and Potts RBMs)."""
+    return isinstance(model, (RBM, SpinRBM, PottsRBM))
 
 
-def bound_layer(model: RBM | PottsRBM) -> str:
+def bound_layer(model: RBM | SpinRBM | PottsRBM) -> str:
     """The layer whose visited states are summed: the one with fewer states (``2^J`` against
     ``2^D``, or ``q^L`` for categorical sites)."""
     if isinstance(model, PottsRBM):
@@ -115,10 +116,12 @@ def _unpack_rows(codes: Tensor, units: int, dtype: torch.dtype) -> Tensor:
     return bits.reshape(codes.shape[0], -1)[:, :units].to(dtype)
 
 
-def log_f_layer(model: RBM | PottsRBM, states: Tensor, layer: str) -> Tensor:
+def log_f_layer(model: RBM | SpinRBM | PottsRBM, states: Tensor, layer: str) -> Tensor:
     """``log f(s)`` at β = 1 of states of ``layer`` with the other layer summed out; float64."""
     if isinstance(model, PottsRBM):  # sites summed out by a log-sum-exp each, or one-hot rows
         return model.hidden_log_f(states) if layer == "hidden" else model.visible_log_f(states)
+    if isinstance(model, SpinRBM):  # the equal 0/1 RBM's, less the constant Σ_i b_i
+        return log_f_layer(model.binary_rbm(), states, layer) - model.spin_offset()
     weights = model.weights.detach().to(torch.float64)
     b = model.visible_bias.detach().to(torch.float64)
     c = model.hidden_bias.detach().to(torch.float64)
