@@ -127,6 +127,16 @@ def _example_matrix(data: Any, name: str, *, n_units: int | None) -> Tensor:
     return tensor
 
 
+def _finite_matrix(data: Any, name: str, *, n_units: int | None) -> Tensor:
+    """:func:`_example_matrix` with booleans as uint8 and NaN/inf refused; not yet copied or cast."""
+    tensor = _example_matrix(data, name, n_units=n_units)
+    if tensor.dtype == torch.bool:
+        tensor = tensor.to(torch.uint8)
+    if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+        raise ValidationError(f"{name} contains NaN or infinite values")
+    return tensor
+
+
 def as_binary_tensor(
     data: Any,
     name: str,
@@ -140,11 +150,7 @@ def as_binary_tensor(
     Accepts tensors, NumPy arrays and nested sequences of shape ``(n_examples, n_units)``.
     Refuses other ranks, a wrong number of units, NaN/inf, and values other than 0 and 1.
     """
-    tensor = _example_matrix(data, name, n_units=n_units)
-    if tensor.dtype == torch.bool:
-        tensor = tensor.to(torch.uint8)
-    if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-        raise ValidationError(f"{name} contains NaN or infinite values")
+    tensor = _finite_matrix(data, name, n_units=n_units)
     if not bool(((tensor == 0) | (tensor == 1)).all()):
         bad = tensor[(tensor != 0) & (tensor != 1)]
         raise ValidationError(
@@ -168,11 +174,7 @@ def as_spin_tensor(
     ``1`` means +1 in both). Refuses a mix of −1 and 0 (it cannot say which form was meant),
     any other value, NaN/inf and the shapes :func:`as_binary_tensor` refuses.
     """
-    tensor = _example_matrix(data, name, n_units=n_units)
-    if tensor.dtype == torch.bool:
-        tensor = tensor.to(torch.uint8)
-    if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-        raise ValidationError(f"{name} contains NaN or infinite values")
+    tensor = _finite_matrix(data, name, n_units=n_units)
     minus, zero = bool((tensor == -1).any()), bool((tensor == 0).any())
     if minus and zero:
         raise ValidationError(

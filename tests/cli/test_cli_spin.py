@@ -2,7 +2,7 @@
 
 Properties checked, on a tiny ±1 ``.npy`` written here: the data file is read (±1 is binary data
 coded as spins), ``train`` builds a SpinRBM (and a SpinDBM with ``--model dbm``) whose file
-loads back as one, ``logz`` and ``evaluate`` agree with enumeration, ``sample`` writes ±1
+loads back as one, ``logz`` agrees with enumeration with a checked verdict, ``sample`` writes ±1
 values, and ``--visible-units spin`` with aligned sequences or ``--pretrain`` ends in one
 readable line.
 """

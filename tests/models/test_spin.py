@@ -140,6 +140,8 @@ def test_spin_data_forms_and_refusals():
     model.set_base_rate(torch.tensor([[1, -1, -1]] * 3 + [[1, 1, -1]]), smoothing=0.5)
     assert torch.allclose(model.base_logits, torch.logit(torch.tensor([1.0, 0.25, 0.0]) * 0.5 + 0.25))
     assert model.witness is not None and model.witness.shape == (4, 3)
+    kept = {tuple(row) for row in model.witness.tolist()}  # the spins' rows, held 0/1
+    assert kept == {(1.0, 0.0, 0.0), (1.0, 1.0, 0.0)}
 
 
 def test_spin_chains_and_samples():
@@ -175,10 +177,11 @@ def test_spin_dbm_exact_log_likelihood_and_mean_field_read_spins():
     binary = dbm.binary_dbm()
     assert torch.allclose(exact, exact_log_likelihood(binary, (data + 1) / 2), atol=1e-10)
     # the mean-field posterior is the equal binary DBM's: the fixed point reads s, not v
-    ours = bl.models.mean_field_posterior(dbm, data, n_updates=30).means
-    theirs = bl.models.mean_field_posterior(binary, (data + 1) / 2, n_updates=30).means
-    for a, b in zip(ours[1:], theirs[1:], strict=True):
-        assert torch.allclose(a, b, atol=1e-10)
+    for n_updates in (0, 1, 30):  # the bottom-up start too, not only the fixed point
+        ours = bl.models.mean_field_posterior(dbm, data, n_updates=n_updates).means
+        theirs = bl.models.mean_field_posterior(binary, (data + 1) / 2, n_updates=n_updates).means
+        for a, b in zip(ours[1:], theirs[1:], strict=True):
+            assert torch.allclose(a, b, atol=1e-10), n_updates
     bound = bl.variational_lower_bound(dbm, data, log_z, n_updates=30)
     assert bound == pytest.approx(
         bl.variational_lower_bound(binary, (data + 1) / 2, bl.exact_log_z(binary), n_updates=30), abs=1e-9

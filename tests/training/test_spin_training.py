@@ -170,3 +170,29 @@ def test_training_a_spin_rbm_on_spins_learns(centering):
     floor = bl.log_likelihood(independent, data, bl.exact_log_z(independent))
     assert best - floor > 0.03  # the teacher's structure is there to learn
     assert learned > floor + 0.7 * (best - floor), (learned, floor, best)
+
+
+def test_pseudo_likelihood_training_of_a_spin_rbm():
+    # algorithm="pl" hands the PL gradient the 0/1 rows, though the spin data term holds s.
+    data = rows(60, 6, 9) * 2 - 1
+    model = bl.models.SpinRBM(n_visible=6, n_hidden=3, generator=0)
+    before = bl.pseudo_log_likelihood(model, data)
+    result = bl.train(
+        model, data, algorithm="pl", batch_size=20, n_updates=60, learning_rate=0.1, generator=0
+    )
+    assert result.final_chains is None
+    assert bl.pseudo_log_likelihood(model, data) > before + 0.01
+
+
+def test_a_checkpoint_resumes_only_into_its_own_units(tmp_path):
+    # An RBM and a SpinRBM hold tensors of the same names and shapes that mean different
+    # distributions: resuming one's checkpoint into the other is refused, naming both classes.
+    data = rows(40, 6, 10)
+    settings = {"batch_size": 10, "checkpoint_dir": tmp_path, "generator": 0}
+    bl.train(bl.models.SpinRBM(n_visible=6, n_hidden=3, generator=0), data, n_updates=4, **settings)
+    with pytest.raises(bl.errors.ValidationError, match="model: checkpoint 'SpinRBM', now 'RBM'"):
+        bl.train(bl.RBM(n_visible=6, n_hidden=3, generator=0), data, n_updates=8, resume=True, **settings)
+    resumed = bl.train(
+        bl.models.SpinRBM(n_visible=6, n_hidden=3, generator=0), data, n_updates=8, resume=True, **settings
+    )
+    assert resumed.history[-1].update == 8

@@ -27,7 +27,7 @@ from boltzlab.cli.common import format_table
 from boltzlab.errors import ValidationError
 from boltzlab.models.dbm import DBM
 from boltzlab.models.mean_field import variational_lower_bound_per_example
-from boltzlab.validation import as_binary_tensor, check_positive_int
+from boltzlab.validation import as_model_data, check_positive_int
 
 __all__ = ["DBMBoundRow", "dbm_bound_rows", "dbm_likelihood_rows", "format_dbm_rows"]
 
@@ -87,9 +87,7 @@ def _splits(model: DBM, data: Any) -> dict[str, Tensor]:
     else:
         items = {"data": data}
     return {
-        name: as_binary_tensor(
-            examples, name, n_units=model.layer_sizes[0], dtype=model.dtype, device=model.device
-        )
+        name: as_model_data(model, examples, name)
         for name, examples in items.items()
         if examples is not None and len(examples) > 0
     }

@@ -267,7 +267,11 @@ class DBM(BaseRateModel, ModelFile, nn.Module):
         return tuple(full)
 
     def _layer_input(self, index: int, layers: tuple[Tensor | None, ...]) -> Tensor:
-        """``b^l + h^{l−1}W^l + h^{l+1}W^{l+1}ᵀ`` (the β = 1 log-odds of layer ``index``); a new tensor."""
+        """``b^l + h^{l−1}W^l + h^{l+1}W^{l+1}ᵀ``, the input of layer ``index``; a new tensor.
+
+        For a hidden layer it is the β = 1 log-odds; for the visible layer of a DBM with ±1
+        units the log-odds of ``s = +1`` are twice it (:meth:`conditional_logits` is what to call).
+        """
         if index == 0:
             return gemm.addmm(self.biases[0], layers[1], self.weights[0].t())
         below = self.visible_values(layers[0]) if index == 1 else layers[index - 1]

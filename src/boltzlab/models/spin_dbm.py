@@ -86,8 +86,8 @@ class SpinDBM(SpinVisible, DBM):
     # ------------------------------------------------------------------ densities
     def free_energy(self, layers: tuple[Tensor | None, ...] | Any, beta: Tensor | float = 1.0) -> Tensor:
         """As :meth:`DBM.free_energy`; a bare ``v`` may be ±1 spins or 0/1 rows."""
-        if isinstance(layers, tuple):
-            return super().free_energy(layers, beta)
+        if isinstance(layers, (tuple, list)):  # layers, as DBM.free_energy takes them
+            return super().free_energy(tuple(layers), beta)
         v = self.validate_data(layers, "v").to(torch.float64)
         beta = float(beta)
         return -(visible_log_f(self._binary_parameters64(), v, beta) - beta * self.spin_offset())

@@ -163,7 +163,8 @@ class SpinRBM(SpinVisible, WitnessRows, BaseRateModel, BipartiteModel, nn.Module
 
     # ------------------------------------------------------------------ densities
     def energy(self, layers: tuple[Tensor, ...]) -> Tensor:
-        """``E(s, h)`` per chain of 0/1 layers (``s = 2v − 1``); float64, shape ``(n,)``."""
+        """``E(s, h)`` per chain of layers held as chains hold them (0/1, ``s = 2v − 1``: not ±1);
+        float64, shape ``(n,)``."""
         s = self.visible_values(layers[0].to(torch.float64))
         h = layers[1].to(torch.float64)
         weights = self.weights.detach().to(torch.float64)
@@ -174,7 +175,8 @@ class SpinRBM(SpinVisible, WitnessRows, BaseRateModel, BipartiteModel, nn.Module
         )
 
     def marginal_terms(self, layers: tuple[Tensor, ...] | Tensor) -> MarginalTerms:
-        """Summed-out pieces for 0/1 visible rows (``layers`` or just ``v``, shape ``(n, D)``)."""
+        """Summed-out pieces for visible rows held 0/1 as chains hold them (``layers`` or just ``v``,
+        shape ``(n, D)``; ±1 data go through :meth:`validate_data` first)."""
         v = layers[0] if isinstance(layers, tuple) else layers
         with torch.no_grad():
             s = self.visible_values(v)
@@ -195,7 +197,7 @@ class SpinRBM(SpinVisible, WitnessRows, BaseRateModel, BipartiteModel, nn.Module
 
     # ------------------------------------------------------------------ sampling
     def conditional_logits(self, index: int, layers: tuple[Tensor, ...], beta: Tensor) -> Tensor:
-        """Log-odds of layer ``index`` (0 visible, 1 hidden) given the other, at per-chain β.
+        """Log-odds of layer ``index`` (0 visible, 1 hidden) given the other (layers held 0/1), at per-chain β.
 
         Hidden: ``β·(c + sW)``. Visible, of ``s_i = +1`` (``v_i = 1``):
         ``2β·(b + Wh) + (1 − β)·b^A``. Shape ``(n, size)``.

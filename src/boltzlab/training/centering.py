@@ -115,7 +115,8 @@ class Centering:
     def init(self, model: nn.Module, data: Tensor, sample_weights: Tensor | None = None) -> Offsets:
         """Visible offset = the (weighted) mean of ``data`` ``(n_examples, n_visible)``; hidden ones ½.
 
-        The mean is of what the energy reads: the spins ``2v − 1`` of a spin visible layer.
+        ``data`` is held as the model holds it (0/1 rows for a spin model, as the trainer passes
+        them); the mean is of what the energy reads: the spins ``2v − 1`` of a spin visible layer.
         """
         _, biases = _couplings(model)
         data64 = data.to(torch.float64)

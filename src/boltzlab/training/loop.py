@@ -286,6 +286,9 @@ class TrainingLoop:
             for name in TrainConfig.STRUCTURAL
             if TrainConfig.saved_value(saved, name) != current[name]
         ]
+        if saved.get("model") and saved["model"] != current["model"]:
+            # An RBM's and a SpinRBM's tensors have the same names and shapes: only the class tells.
+            different.append(f"model: checkpoint {saved['model']!r}, now {current['model']!r}")
         if different:
             raise ValidationError(f"cannot resume from {path}: settings differ ({'; '.join(different)})")
         state = decode_train_state(checkpoint, phase=self.phase, model=self._model, source=str(path))

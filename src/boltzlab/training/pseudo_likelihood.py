@@ -25,6 +25,7 @@ from torch import Tensor
 
 from boltzlab.chains import Chains
 from boltzlab.estimators.pseudo_likelihood import check_pseudo_likelihood_model, pseudo_likelihood_gradient
+from boltzlab.models.spin import SpinVisible
 from boltzlab.operators.base import Operator
 from boltzlab.training.negative import NegativePhaseBase, register_phase
 from boltzlab.training.objective import Objective
@@ -78,7 +79,10 @@ class PseudoLikelihoodObjective:
     @torch.no_grad()
     def write_gradient_(self, model: Any, positive: tuple[Tensor, ...], negative: tuple[Tensor, ...]) -> None:
         """Write ``−∇ mean_n Σ_i log p(v_ni | v_n,−i)`` into every parameter's ``.grad``."""
-        result = pseudo_likelihood_gradient(model, positive[0])
+        rows = positive[0]
+        if isinstance(model, SpinVisible):  # the spin objective's data term holds s = 2v − 1
+            rows = (rows + 1) * 0.5
+        result = pseudo_likelihood_gradient(model, rows)
         for parameter, gradient in (
             (model.weights, result.weights),
             (model.visible_bias, result.visible_bias),

@@ -74,6 +74,10 @@ class TrainConfig:
     #: Whether minibatch rows are drawn with probability ∝ per-example weights (the weights
     #: themselves are fingerprinted with the data: a resumed run must have the same).
     weighted: bool = False
+    #: The model's class name (``"RBM"``, ``"SpinRBM"``, …): a checkpoint resumes only into the
+    #: same class, since an RBM and a SpinRBM hold tensors of the same names and shapes that
+    #: mean different distributions. Empty in checkpoints written before it was recorded.
+    model: str = ""
     #: The operator and the learning-rate schedule by name and parameters (``operator``,
     #: ``operator_params``, ``lr_schedule``, ``lr_schedule_params``) for :meth:`to_record`;
     #: ``operator`` and ``lr_schedule`` above keep the repr that a resumed run is compared on.

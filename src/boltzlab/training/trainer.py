@@ -460,6 +460,7 @@ def _settings(
         l1=l1,
         l1_squared=l1_squared,
         weighted=sample_weights is not None,
+        model=type(model).__name__,
         lr_schedule=repr(schedule),
         log_every=log_every,
         track_exact_every=track_exact_every,
