@@ -96,23 +96,18 @@ def test_coupled_kernel_is_exact_and_the_sampler_follows_it():
     )
 
 
-def test_potts_models_coupled_kernel_and_sampler():
+@pytest.mark.parametrize(
+    "cases",
+    [potts_scheme_cases(ladders=((0.3, 1.0),))[:1], spin_scheme_cases(ladders=((0.3, 1.0),))[:1]],
+    ids=["potts", "spin"],
+)
+def test_potts_and_spin_models_coupled_kernel_and_sampler(cases):
     check_scheme_exact(
         lambda operator, case: CAST(operator, case.betas, lag=2, gamma=0.0, log_weights=case.log_z()),
         cast_exact,
         place=place,
         locate=locate,
-        cases=potts_scheme_cases(ladders=((0.3, 1.0),))[:1],
-    )
-
-
-def test_spin_models_coupled_kernel_and_sampler():
-    check_scheme_exact(
-        lambda operator, case: CAST(operator, case.betas, lag=2, gamma=0.0, log_weights=case.log_z()),
-        cast_exact,
-        place=place,
-        locate=locate,
-        cases=spin_scheme_cases(ladders=((0.3, 1.0),))[:1],
+        cases=cases,
     )
 
 

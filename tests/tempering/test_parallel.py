@@ -129,27 +129,20 @@ def test_exact_kernel_leaves_the_product_invariant_and_the_sampler_follows_it(pa
     )
 
 
-def test_spin_models_exact_kernel_and_sampler():
-    # ±1 spin visible units (an RBM and a DBM): swaps and sweeps keep the product of the
-    # tempered spin distributions.
+@pytest.mark.parametrize(
+    "cases",
+    [potts_scheme_cases(ladders=((0.3, 1.0),)), spin_scheme_cases(ladders=((0.3, 1.0),))],
+    ids=["potts", "spin"],
+)
+def test_potts_and_spin_models_exact_kernel_and_sampler(cases):
+    # Categorical (Potts) and ±1 spin visible units: swaps on the summed-out densities and the
+    # sweeps keep the product of the tempered distributions.
     check_scheme_exact(
         lambda operator, case: ParallelTempering(operator, case.betas),
         pt_exact("alternating", 1),
         place=place,
         locate=locate,
-        cases=spin_scheme_cases(ladders=((0.3, 1.0),)),
-    )
-
-
-def test_potts_models_exact_kernel_and_sampler():
-    # Categorical (Potts) visible units: swaps on the summed-out densities and the categorical
-    # sweeps keep the product of the tempered Potts distributions.
-    check_scheme_exact(
-        lambda operator, case: ParallelTempering(operator, case.betas),
-        pt_exact("alternating", 1),
-        place=place,
-        locate=locate,
-        cases=potts_scheme_cases(ladders=((0.3, 1.0),)),
+        cases=cases,
     )
 
 

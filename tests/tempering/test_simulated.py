@@ -65,9 +65,12 @@ def test_exact_kernel_leaves_the_joint_target_invariant_and_the_sampler_follows_
     )
 
 
+@pytest.mark.parametrize(
+    "cases", [potts_scheme_cases(), spin_scheme_cases(ladders=((0.0, 0.5, 1.0),))], ids=["potts", "spin"]
+)
 @pytest.mark.parametrize("level_move", ["metropolis", "gibbs"])
-def test_potts_models_exact_kernel_and_sampler(level_move):
-    # Categorical (Potts) visible units: the same joint target, kernel and sampled rows.
+def test_potts_and_spin_models_exact_kernel_and_sampler(level_move, cases):
+    # Categorical (Potts) and ±1 spin visible units: the same joint target, kernel and sampled rows.
     check_scheme_exact(
         lambda operator, case: SimulatedTempering(
             operator, case.betas, log_weights=case.log_z(), level_move=level_move
@@ -77,23 +80,7 @@ def test_potts_models_exact_kernel_and_sampler(level_move):
         ),
         place=place_simulated_tempering,
         locate=locate_simulated_tempering,
-        cases=potts_scheme_cases(),
-    )
-
-
-@pytest.mark.parametrize("level_move", ["metropolis", "gibbs"])
-def test_spin_models_exact_kernel_and_sampler(level_move):
-    # ±1 spin visible units (an RBM and a DBM): the same joint target, kernel and sampled rows.
-    check_scheme_exact(
-        lambda operator, case: SimulatedTempering(
-            operator, case.betas, log_weights=case.log_z(), level_move=level_move
-        ),
-        lambda operator, case: simulated_tempering_kernel(
-            operator, case, case.log_z(), level_move=level_move
-        ),
-        place=place_simulated_tempering,
-        locate=locate_simulated_tempering,
-        cases=spin_scheme_cases(ladders=((0.0, 0.5, 1.0),)),
+        cases=cases,
     )
 
 

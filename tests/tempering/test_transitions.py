@@ -89,23 +89,16 @@ def locate(state, case: SchemeCase) -> torch.Tensor:
     return case.codes(state.chains.layers)
 
 
-def test_potts_models_one_move_is_reversible_and_the_sampler_follows_it():
+@pytest.mark.parametrize(
+    "cases", [potts_scheme_cases(), spin_scheme_cases(ladders=((0.3, 1.0),))], ids=["potts", "spin"]
+)
+def test_potts_and_spin_models_one_move_is_reversible_and_the_sampler_follows_it(cases):
     check_scheme_exact(
         lambda operator, case: TemperedTransitions(operator, case.betas),
         tt_exact,
         place=place,
         locate=locate,
-        cases=potts_scheme_cases(),
-    )
-
-
-def test_spin_models_one_move_is_reversible_and_the_sampler_follows_it():
-    check_scheme_exact(
-        lambda operator, case: TemperedTransitions(operator, case.betas),
-        tt_exact,
-        place=place,
-        locate=locate,
-        cases=spin_scheme_cases(ladders=((0.3, 1.0),)),
+        cases=cases,
     )
 
 
