@@ -138,8 +138,17 @@ def test_bad_modes_are_refused(monkeypatch):
     ["rts", pytest.param("ti-rb", marks=pytest.mark.slow), pytest.param("mbar", marks=pytest.mark.slow)],
 )
 def test_tempered_estimators_agree_with_enumeration_through_the_kernel(kernel_on, method):
+    # A 100-point pilot and no verdict witness (lower_bound_sweeps=0): the kernel's sums are what
+    # is checked here, against enumeration within the estimate's own error bar.
     check_estimator_exact(
         lambda model, budget, seed: bl.estimate_log_z(
-            model, method=method, n_chains=20, n_temperatures=20, n_sweeps=200 * budget, generator=seed
+            model,
+            method=method,
+            n_chains=20,
+            n_temperatures=20,
+            n_sweeps=200 * budget,
+            generator=seed,
+            pilot_temperatures=100,
+            lower_bound_sweeps=0,
         )
     )
