@@ -93,7 +93,19 @@ def test_logz_exact_prints_the_enumerated_value(fitted_model_file: tuple[Path, f
     assert abs(printed - exact) < 1e-5
 
 
-@pytest.mark.parametrize("method", list(METHOD_FLAGS))
+# `logz` reads every method through its record, so AIS, RAISE and RTS (one of each family) are
+# the fast tier's; the other tempered methods take the same path and 4-6 s each (pilot, witness)
+# and run in the slow tier. Each method's exact-oracle test is in tests/estimators (fast tier).
+SLOW_IN_THE_CLI = {"ts", "ti", "ti-rb", "mbar"}
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        pytest.param(name, marks=pytest.mark.slow) if name in SLOW_IN_THE_CLI else name
+        for name in METHOD_FLAGS
+    ],
+)
 def test_logz_every_method_within_four_standard_errors(
     method: str, fitted_model_file: tuple[Path, float], data_file: Path
 ) -> None:

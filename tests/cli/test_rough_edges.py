@@ -377,6 +377,7 @@ def test_a_device_the_machine_lacks_is_one_line(monkeypatch: pytest.MonkeyPatch,
         bl.rng.make_generator(0, "cuda")
 
 
+@pytest.mark.slow  # a separate process, as a user runs it: 4 s of imports alone
 def test_a_reader_that_goes_away_is_no_error(trained) -> None:
     """``boltzlab info M | head -1``: the pipe closes before the command writes. It printed
     "error: Broken pipe"; it now exits quietly with 141 (128 + SIGPIPE), as a killed writer would."""
