@@ -28,7 +28,13 @@ from boltzlab.tempering.cast import CASTState
 from harness import check_adapted_sampler_exact, ladder_log_z, random_rbm, tiny_dbms
 
 
-@pytest.mark.parametrize("sampler", ["st", "ast", "cast"])
+# ST's default path in the fast tier (and on a DBM below); AST and CAST take the same
+# adapt-then-freeze path (5 s each) in the slow tier, their frozen kernels' exactness fast in
+# test_wang_landau.py and test_cast.py.
+@pytest.mark.parametrize(
+    "sampler",
+    ["st", pytest.param("ast", marks=pytest.mark.slow), pytest.param("cast", marks=pytest.mark.slow)],
+)
 def test_default_path_samples_the_target_exactly(sampler):
     check_adapted_sampler_exact(sampler)
 

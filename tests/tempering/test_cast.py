@@ -158,6 +158,7 @@ def test_exchange_semantics(exchange):
     assert bool((after.slow.beta == 1).all()) and bool((after.fast.last_target.beta == 1).all())
 
 
+@pytest.mark.slow  # 4 s; CAST's coupled kernel and its sampler are checked exactly above (fast)
 def test_slow_chains_match_exact_distribution():
     """γ = 0, exact weights, lag 2 on the multimodal 14-unit RBM: the slow chains' β = 1
     states match p (TV bound from the sample size, δ = FALSE_ALARM); independent chains, one

@@ -159,7 +159,11 @@ def test_swapping_hidden_states_without_redraw_is_biased():
 
 
 # ---------------------------------------------------------------------------- Monte Carlo
-@pytest.mark.parametrize("operator_name", OPERATORS)
+# Gibbs in the fast tier; flip and mixture (2 s each) in the slow tier: the exact-kernel test
+# above samples PT with gibbs and flip, and every operator has its own exact test.
+@pytest.mark.parametrize(
+    "operator_name", ["gibbs", *(pytest.param(name, marks=pytest.mark.slow) for name in OPERATORS[1:])]
+)
 def test_beta_one_samples_match_the_exact_distribution(operator_name):
     # Independent PT systems on a bimodal 5x4 RBM: the β = 1 replicas after burn-in are exact
     # samples (TV below its sample-size bound, favoured-mode mass within MAX_Z standard errors).

@@ -190,7 +190,9 @@ def test_the_exact_check_has_power():
 
 
 # ---------------------------------------------------------------------------- Monte Carlo
-@pytest.mark.parametrize("operator_name", ["gibbs", "flip"])
+# Gibbs in the fast tier, flip (3 s) in the slow tier: the exact-kernel test above samples PTT
+# with both.
+@pytest.mark.parametrize("operator_name", ["gibbs", pytest.param("flip", marks=pytest.mark.slow)])
 def test_model_replicas_match_the_exact_distribution(operator_name):
     # A bimodal 5x4 RBM whose plain Gibbs chains stay at the half/half split of their starting
     # states (tests/tempering/test_parallel.py) is sampled exactly through its snapshots.

@@ -160,7 +160,12 @@ def local_maxima(p: torch.Tensor, n_units: int) -> int:
     return int((p[:, None] > p[neighbours]).all(1).sum())
 
 
-@pytest.mark.parametrize(("operator_name", "level_move"), [("flip", "metropolis"), ("gibbs", "gibbs")])
+# flip with Metropolis level moves in the fast tier; Gibbs level moves (5 s) in the slow tier,
+# their kernel checked exactly in the fast tier above.
+@pytest.mark.parametrize(
+    ("operator_name", "level_move"),
+    [("flip", "metropolis"), pytest.param("gibbs", "gibbs", marks=pytest.mark.slow)],
+)
 def test_st_samples_match_exact_distribution(operator_name, level_move):
     """ST with exact weights on a multimodal 14-unit RBM: β = 1 samples match p, occupancy uniform.
 

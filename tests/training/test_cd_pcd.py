@@ -31,6 +31,7 @@ from boltzlab.training import (
 )
 
 OPERATORS = ("gibbs", "flip", "mixture")
+FAST_PAIRS = {("cd", "gibbs"), ("pcd", "flip"), ("cd", "mixture")}
 
 
 def bars_and_stripes(size: int = 4) -> torch.Tensor:
@@ -43,8 +44,21 @@ def bars_and_stripes(size: int = 4) -> torch.Tensor:
     return torch.unique(torch.stack(rows), dim=0)
 
 
-@pytest.mark.parametrize("algorithm", ["cd", "pcd"])
-@pytest.mark.parametrize("operator", OPERATORS)
+# Both algorithms and every operator in the fast tier (three pairs); the other three pairs
+# (about 1.7 s each) run in the slow tier.
+@pytest.mark.parametrize(
+    ("algorithm", "operator"),
+    [
+        pytest.param(
+            algorithm,
+            operator,
+            marks=() if (algorithm, operator) in FAST_PAIRS else pytest.mark.slow,
+            id=f"{operator}-{algorithm}",
+        )
+        for operator in OPERATORS
+        for algorithm in ["cd", "pcd"]
+    ],
+)
 def test_training_raises_exact_log_likelihood(algorithm: str, operator: str) -> None:
     data = bars_and_stripes()
     assert data.shape == (30, 16)
