@@ -43,7 +43,14 @@ def test_samples_from_one_level_give_importance_sampling():
 def test_recovers_the_exact_log_z_of_every_level():
     model = random_rbm(5, 4, scale=3.0, seed=0, dtype=torch.float32, zero_biases=True)
     result = bl.estimate_log_z(
-        model, method="mbar", n_chains=30, n_temperatures=12, n_sweeps=600, generator=4
+        model,
+        method="mbar",
+        n_chains=30,
+        n_temperatures=12,
+        n_sweeps=600,
+        generator=4,
+        pilot_temperatures=100,  # a small pilot, and no verdict witness: not what is checked here
+        lower_bound_sweeps=0,
     )
     info = result.info
     exact = torch.tensor([bl.exact_log_z(model, float(beta)) for beta in info.betas], dtype=torch.float64)
@@ -141,6 +148,8 @@ def test_thinning_keeps_at_most_the_requested_number_of_log_densities():
         n_sweeps=100,
         max_log_densities=3_000,
         generator=0,
+        pilot_temperatures=100,  # a small pilot, and no verdict witness: not what is checked here
+        lower_bound_sweeps=0,
     )
     info = result.info
     assert isinstance(info, MBARInfo)
@@ -212,7 +221,14 @@ def test_neighbour_overlap_is_one_half_for_identical_levels_and_zero_for_disjoin
 def test_easy_runs_overlap_and_a_gap_is_flagged():
     model = random_rbm(7, 3, seed=4, dtype=torch.float32, base_rate=True)
     result = bl.estimate_log_z(
-        model, method="mbar", n_chains=20, n_temperatures=10, n_sweeps=200, generator=0
+        model,
+        method="mbar",
+        n_chains=20,
+        n_temperatures=10,
+        n_sweeps=200,
+        generator=0,
+        pilot_temperatures=100,  # a small pilot, and no verdict witness: not what is checked here
+        lower_bound_sweeps=0,
     )
     overlap = result.info.neighbour_overlap
     assert (

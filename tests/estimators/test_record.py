@@ -89,14 +89,28 @@ def test_a_tempered_variant_is_one_registration(variant: str) -> None:
     rows = (torch.rand(40, 6, generator=torch.Generator().manual_seed(0)) < 0.5).float()
     # Its budget grows (no n_sweeps): the verdict's witness runs first and is handed to it.
     estimate = bl.estimate_log_z(
-        model, variant, n_chains=20, n_temperatures=6, max_sweeps=200, check_data=rows, generator=1
+        model,
+        variant,
+        n_chains=20,
+        n_temperatures=6,
+        max_sweeps=200,
+        check_data=rows,
+        generator=1,
+        pilot_temperatures=100,
     )
     exact = bl.exact_log_z(model)
     assert abs(estimate.log_z - exact) < 5 * estimate.stderr + 1e-3
     assert estimate.method == variant and estimate.lower_bound is not None
     assert estimate.lower_bound.started_from.startswith("data") and calls[0] == "run"
     same = bl.estimate_log_z(
-        model, "ts", n_chains=20, n_temperatures=6, max_sweeps=200, check_data=rows, generator=1
+        model,
+        "ts",
+        n_chains=20,
+        n_temperatures=6,
+        max_sweeps=200,
+        check_data=rows,
+        generator=1,
+        pilot_temperatures=100,
     )
     assert (estimate.log_z, estimate.stderr, estimate.verdict) == (same.log_z, same.stderr, same.verdict)
     calls.clear()
