@@ -19,6 +19,7 @@ from boltzlab.errors import ModelFileError, ValidationError
 from boltzlab.estimators.result import LogZEstimate
 from boltzlab.estimators.verdict.checks import Verdict
 from boltzlab.estimators.verdict.judge import UNCHECKED_NO_DATA, judge
+from boltzlab.estimators.verdict.lower_bound import unique_rows
 from boltzlab.models.witness import DEFAULT_WITNESS_ROWS, MAX_WITNESS_ROWS, pack_bits, unpack_bits
 from harness import exact_visible_samples, random_dbm, sharp_rbm, with_exact_witness
 
@@ -247,3 +248,18 @@ def test_training_keeps_the_witness_and_a_resumed_run_the_same_rows(tmp_path):
     bare = bl.RBM(12, 4, generator=0)
     bl.train(bare, data, n_updates=2, witness_rows=0, **options)
     assert bare.witness is None and bare.base_fitted
+
+
+def test_unique_rows_is_torchs_row_unique():
+    # The bound's de-duplication: the rows, order and inverse of torch.unique(dim=0), for one
+    # and several 62-bit words, with many repeats, negative codes and an empty block.
+    generator = torch.Generator().manual_seed(0)
+    for width in (1, 2, 3):
+        rows = torch.randint(-3, 4, (500, width), generator=generator, dtype=torch.int64)
+        rows[::7] = rows[3]  # heavy repeats
+        ours, inverse = unique_rows(rows)
+        theirs, their_inverse = torch.unique(rows, dim=0, return_inverse=True)
+        assert torch.equal(ours, theirs) and torch.equal(inverse, their_inverse), width
+        assert torch.equal(ours[inverse], rows)
+    empty, inverse = unique_rows(torch.empty(0, 2, dtype=torch.int64))
+    assert empty.shape == (0, 2) and inverse.shape == (0,)

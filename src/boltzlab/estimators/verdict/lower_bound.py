@@ -39,7 +39,14 @@ from boltzlab.operators import resolve
 from boltzlab.rng import resolve_generator
 from boltzlab.validation import as_model_data, check_positive_int
 
-__all__ = ["LowerBound", "certified_lower_bound", "log_f_layer", "supports_lower_bound", "visited_states"]
+__all__ = [
+    "LowerBound",
+    "certified_lower_bound",
+    "log_f_layer",
+    "supports_lower_bound",
+    "unique_rows",
+    "visited_states",
+]
 
 # Bits per packed word: 62 keeps every code a non-negative int64 (sign bit and one spare).
 _BITS_PER_WORD = 62
@@ -324,6 +331,32 @@ def visited_states(
     )
 
 
+def unique_rows(rows: Tensor) -> tuple[Tensor, Tensor]:
+    """``torch.unique(rows, dim=0, return_inverse=True)`` of int64 rows ``(n, width)``: the
+    distinct rows in ascending lexicographic order, and each row's index among them.
+
+    Computed by one stable sort per column, last column first, and a comparison of neighbours:
+    the same result as torch's, whose row-wise path took 0.24 s on 64,000 one-word rows against
+    0.003 s for a sort of one column (the verdict's bound calls it for every estimate: about a
+    tenth of the fast tests' time).
+    """
+    n, width = rows.shape
+    if n == 0:
+        return rows.clone(), torch.empty(0, dtype=torch.int64, device=rows.device)
+    if width == 1:
+        distinct, inverse = torch.unique(rows[:, 0], return_inverse=True)
+        return distinct[:, None], inverse
+    order = torch.arange(n, device=rows.device)
+    for column in reversed(range(width)):
+        order = order[torch.sort(rows[order, column], stable=True).indices]
+    ordered = rows[order]
+    first = torch.ones(n, dtype=torch.bool, device=rows.device)
+    first[1:] = (ordered[1:] != ordered[:-1]).any(1)
+    inverse = torch.empty(n, dtype=torch.int64, device=rows.device)
+    inverse[order] = torch.cumsum(first, 0) - 1
+    return ordered[first], inverse
+
+
 # A collapsed block keeps its counts in a trailing column, so blocks can be merged again.
 def _collapse(blocks: list[Tensor]) -> Tensor:
     distinct, counts = _distinct_with_counts(blocks)
@@ -345,7 +378,7 @@ def _distinct_with_counts(blocks: list[Tensor]) -> tuple[Tensor, Tensor]:
             rows.append(block)
             weights.append(torch.ones(block.shape[0], dtype=torch.int64, device=block.device))
     stacked = torch.cat(rows)
-    distinct, inverse = torch.unique(stacked, dim=0, return_inverse=True)
+    distinct, inverse = unique_rows(stacked)
     counts = torch.zeros(distinct.shape[0], dtype=torch.int64, device=stacked.device)
     counts.index_add_(0, inverse, torch.cat(weights))
     return distinct, counts
