@@ -186,6 +186,7 @@ def run_updates(
         track_exact_every=None,
         checkpoint_every=None,
         fit_base_rate=False,  # the estimator fits the base from drawn rows: it needs 0/1 data
+        model=type(model).__name__,
         readable={**operator_record(settings.operator), "lr_schedule": "constant", "lr_schedule_params": {}},
     )
     callbacks: list[Callback] = [ProgressBar(description="BernoulliRBM")] if settings.verbose else []
