@@ -182,6 +182,40 @@ def load_split(name: str, *, seed: int, root: Path | None = None) -> tuple[torch
 # --- models ---------------------------------------------------------------------------------------
 
 
+def training_config(
+    dataset: str, algorithm: str, *, n_updates: int, n_visible: int, n_hidden: int, seed: int
+) -> dict[str, Any]:
+    """What a cached model's sidecar records of how it was trained (and is matched on)."""
+    spec = ALGORITHMS[algorithm]
+    return {
+        "dataset": dataset,
+        "algorithm": algorithm,
+        "train_algorithm": spec.algorithm,
+        "k": spec.k,
+        "learning_rate": spec.learning_rate,
+        "lr_schedule": spec.lr_schedule,
+        "n_updates": n_updates,
+        "batch_size": BATCH_SIZE,
+        "n_visible": n_visible,
+        "n_hidden": n_hidden,
+        "seed": seed,
+    }
+
+
+def training_options(algorithm: str, *, n_updates: int, seed: int) -> dict[str, Any]:
+    """``bl.train``'s options for a training algorithm of :data:`ALGORITHMS` (its own generator)."""
+    spec = ALGORITHMS[algorithm]
+    return {
+        "algorithm": spec.algorithm,
+        "k": spec.k,
+        "n_updates": n_updates,
+        "batch_size": BATCH_SIZE,
+        "learning_rate": spec.learning_rate,
+        "lr_schedule": spec.lr_schedule,
+        "generator": _generator(seed + 1),
+    }
+
+
 def obtain_model(
     cache: Path,
     dataset: str,
@@ -198,20 +232,9 @@ def obtain_model(
     """Load the model of this configuration from ``cache`` or train and save it; returns
     ``(model, sidecar, run_directory)``. The sidecar holds the configuration, exact log Z,
     train/test log-likelihoods and training time."""
-    spec = ALGORITHMS[algorithm]
-    config = {
-        "dataset": dataset,
-        "algorithm": algorithm,
-        "train_algorithm": spec.algorithm,
-        "k": spec.k,
-        "learning_rate": spec.learning_rate,
-        "lr_schedule": spec.lr_schedule,
-        "n_updates": n_updates,
-        "batch_size": BATCH_SIZE,
-        "n_visible": train.shape[1],
-        "n_hidden": n_hidden,
-        "seed": seed,
-    }
+    config = training_config(
+        dataset, algorithm, n_updates=n_updates, n_visible=train.shape[1], n_hidden=n_hidden, seed=seed
+    )
     name = f"{dataset}-{algorithm}-h{n_hidden}-u{n_updates}-s{seed}"
     # A cached model without its trajectory is trained again: the snapshot recorder draws no
     # random numbers, so the same seed gives the same model, now with trajectory.safetensors.
@@ -223,13 +246,7 @@ def obtain_model(
         train=train,
         held_out=held_out,
         train_options={
-            "algorithm": spec.algorithm,
-            "k": spec.k,
-            "n_updates": n_updates,
-            "batch_size": BATCH_SIZE,
-            "learning_rate": spec.learning_rate,
-            "lr_schedule": spec.lr_schedule,
-            "generator": _generator(seed + 1),
+            **training_options(algorithm, n_updates=n_updates, seed=seed),
             "snapshots": DEFAULT_MAX_SNAPSHOTS if save_trajectory else None,
             "snapshot_dir": cache / name,
         },

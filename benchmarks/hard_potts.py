@@ -54,6 +54,8 @@ from hard_models import (
     resolve_methods,
     score_model,
     train_cached,
+    training_config,
+    training_options,
 )
 from hard_models_report import COLUMNS, report, write_csv
 
@@ -66,7 +68,6 @@ FAMILIES = {
     "kunitz": "Kunitz_domain_MSA.fasta",
     "lattice": "Lattice_Proteins_MSA.fasta",
 }
-BATCH_SIZE = 100
 HELD_OUT_FRACTION = 0.1
 
 
@@ -148,19 +149,10 @@ def obtain_model(
     retrain: bool = False,
 ) -> tuple[PottsRBM, dict[str, Any], Path]:
     """The cached model of this configuration, or train it: ``(model, sidecar, directory)``."""
-    spec = ALGORITHMS[algorithm]
     config = {
-        "dataset": family,
-        "algorithm": algorithm,
-        "train_algorithm": spec.algorithm,
-        "k": spec.k,
-        "learning_rate": spec.learning_rate,
-        "lr_schedule": spec.lr_schedule,
-        "n_updates": n_updates,
-        "batch_size": BATCH_SIZE,
-        "n_visible": train.shape[1],
-        "n_hidden": n_hidden,
-        "seed": seed,
+        **training_config(
+            family, algorithm, n_updates=n_updates, n_visible=train.shape[1], n_hidden=n_hidden, seed=seed
+        ),
         "n_train": train.shape[0],
     }
     name = f"{family}-{algorithm}-h{n_hidden}-u{n_updates}-s{seed}"
@@ -173,15 +165,7 @@ def obtain_model(
         load=PottsRBM.load,
         train=train,
         held_out=held_out,
-        train_options={
-            "algorithm": spec.algorithm,
-            "k": spec.k,
-            "n_updates": n_updates,
-            "batch_size": BATCH_SIZE,
-            "learning_rate": spec.learning_rate,
-            "lr_schedule": spec.lr_schedule,
-            "generator": _generator(seed + 1),
-        },
+        train_options=training_options(algorithm, n_updates=n_updates, seed=seed),
         retrain=retrain,
     )
 
