@@ -158,15 +158,7 @@ def weighted_mean_log_f(model: nn.Module, examples: Tensor | None, weights: Tens
 
 def describe_sequences(dataset: SequenceDataset) -> str:
     """One console line on the sequences: sizes, N_eff per split and how they were held out."""
-    parts = []
-    for split, word in (("train", "training"), ("valid", "validation"), ("test", "test")):
-        data = getattr(dataset, split)
-        if data is None:
-            continue
-        text = f"{data.shape[0]:,} {word}"
-        if dataset.weighted:
-            text += f" (N_eff {dataset.effective_number(split):,.1f})"
-        parts.append(text)
+    parts = dataset.split_sizes()
     weights = (
         f"weights 1/(neighbours within identity {dataset.identity:g})"
         if dataset.weighted

@@ -143,6 +143,19 @@ class SequenceDataset(Dataset):
         weights = self.weights(split)
         return float(data.shape[0]) if weights is None else effective_number(weights)
 
+    def split_sizes(self) -> list[str]:
+        """``"15,401 training (N_eff 2,170.4)"`` and the like, one per split present."""
+        sizes = []
+        for split, word in (("train", "training"), ("valid", "validation"), ("test", "test")):
+            data = getattr(self, split)
+            if data is None:
+                continue
+            size = f"{data.shape[0]:,} {word}"
+            if self.weighted:
+                size += f" (N_eff {self.effective_number(split):,.1f})"
+            sizes.append(size)
+        return sizes
+
     def alignment(self, split: str = "train") -> Alignment:
         """``split`` as symbol indices ``(n, L)`` (names ``record K``: its place in the file)."""
         data = getattr(self, _check_split_name(split))
@@ -326,16 +339,7 @@ def describe(dataset: SequenceDataset) -> str:
         f"read from {dataset.source}: {dataset.alphabet.name} alphabet ({dataset.alphabet.symbols}), "
         f"{dataset.n_sites} columns"
     ]
-    sizes = []
-    for split, word in (("train", "training"), ("valid", "validation"), ("test", "test")):
-        data = getattr(dataset, split)
-        if data is None:
-            continue
-        size = f"{data.shape[0]:,} {word}"
-        if dataset.weighted:
-            size += f" (N_eff {dataset.effective_number(split):,.1f})"
-        sizes.append(size)
-    parts.append(", ".join(sizes) + " sequences")
+    parts.append(", ".join(dataset.split_sizes()) + " sequences")
     parts.append(
         f"weights 1/(neighbours within identity {dataset.identity:g})" if dataset.weighted else "unweighted"
     )
