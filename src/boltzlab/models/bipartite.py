@@ -82,11 +82,14 @@ class BipartiteModel(CouplingSizes, UniformHiddenBase, ModelFile, abc.ABC):
         device: torch.device,
         generator: torch.Generator | int | None,
         weight_std: float,
+        base_logits: bool = False,
     ) -> None:
         """Check and set ``weights``, ``visible_bias`` and ``hidden_bias`` as parameters.
 
         Sizes and weights as :func:`~boltzlab.models.parameters.initial_weights`; biases
-        zero unless given. Also sets ``base_fitted = False`` and an empty ``metadata``.
+        zero unless given. Also sets ``base_fitted = False`` and an empty ``metadata``, and with
+        ``base_logits`` the zero ``base_logits`` buffer ``(n_visible,)`` (the uniform base) in
+        which the binary, spin and Potts RBMs keep their base.
         """
         weights = initial_weights(
             n_visible,
@@ -106,6 +109,8 @@ class BipartiteModel(CouplingSizes, UniformHiddenBase, ModelFile, abc.ABC):
         self.hidden_bias = nn.Parameter(hidden_bias)
         self.base_fitted = False
         self.metadata: dict[str, Any] = {}
+        if base_logits:
+            self.register_buffer("base_logits", torch.zeros(n_visible, dtype=dtype, device=device))
 
     # ------------------------------------------------------------------ chains
     @abc.abstractmethod

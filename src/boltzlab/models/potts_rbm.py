@@ -143,7 +143,6 @@ class PottsRBM(CategoricalVisible, WitnessRows, BaseRateModel, BipartiteModel, n
         weight_std: float = 0.01,
     ) -> None:
         super().__init__()
-        device = check_device(device)
         n_sites, n_states, weights, symbols = categorical_shape(
             n_sites, n_states, weights, alphabet, model="PottsRBM"
         )
@@ -157,11 +156,11 @@ class PottsRBM(CategoricalVisible, WitnessRows, BaseRateModel, BipartiteModel, n
             visible_bias,
             hidden_bias,
             dtype=check_dtype(dtype),
-            device=device,
+            device=check_device(device),
             generator=generator,
             weight_std=weight_std,
+            base_logits=True,
         )
-        self.register_buffer("base_logits", torch.zeros(self.n_visible, dtype=dtype, device=device))
         if symbols is not None:
             self.metadata["alphabet"] = alphabet_record(symbols)
         if weights is None:

@@ -95,7 +95,6 @@ class SpinRBM(SpinVisible, WitnessRows, BaseRateModel, BipartiteModel, nn.Module
         weight_std: float = 0.01,
     ) -> None:
         super().__init__()
-        device = check_device(device)
         self._init_bipartite(
             n_visible,
             n_hidden,
@@ -103,11 +102,11 @@ class SpinRBM(SpinVisible, WitnessRows, BaseRateModel, BipartiteModel, nn.Module
             visible_bias,
             hidden_bias,
             dtype=check_dtype(dtype),
-            device=device,
+            device=check_device(device),
             generator=generator,
             weight_std=weight_std,
+            base_logits=True,
         )
-        self.register_buffer("base_logits", torch.zeros(self.n_visible, dtype=dtype, device=device))
 
     def extra_repr(self) -> str:
         base = "base-rate" if self.base_fitted else "uniform"
