@@ -25,7 +25,6 @@ from torch import Tensor
 
 from boltzlab.chains import Chains
 from boltzlab.estimators.pseudo_likelihood import check_pseudo_likelihood_model, pseudo_likelihood_gradient
-from boltzlab.models.spin import SpinVisible
 from boltzlab.operators.base import Operator
 from boltzlab.training.negative import NegativePhaseBase, register_phase
 from boltzlab.training.objective import Objective
@@ -69,8 +68,10 @@ class PseudoLikelihoodObjective:
         return f"PseudoLikelihoodObjective({type(self.objective).__name__})"
 
     def positive(self, model: Any, data: Tensor) -> tuple[Tensor, ...]:
-        """The model objective's data-term layers for the minibatch ``data`` (the batch first)."""
-        return self.objective.positive(model, data)
+        """The minibatch ``data`` as the model holds it, then the model objective's data-term
+        hidden layers (which centring averages): the PL conditions on the rows themselves, which
+        a spin model's objective would hand over as ``2v − 1``."""
+        return (data, *self.objective.positive(model, data)[1:])
 
     def negative(self, model: Any, samples: Chains | None) -> tuple[Tensor, ...]:
         """Nothing: the pseudo-likelihood has no model term."""
@@ -79,10 +80,7 @@ class PseudoLikelihoodObjective:
     @torch.no_grad()
     def write_gradient_(self, model: Any, positive: tuple[Tensor, ...], negative: tuple[Tensor, ...]) -> None:
         """Write ``−∇ mean_n Σ_i log p(v_ni | v_n,−i)`` into every parameter's ``.grad``."""
-        rows = positive[0]
-        if isinstance(model, SpinVisible):  # the spin objective's data term holds s = 2v − 1
-            rows = (rows + 1) * 0.5
-        result = pseudo_likelihood_gradient(model, rows)
+        result = pseudo_likelihood_gradient(model, positive[0])
         for parameter, gradient in (
             (model.weights, result.weights),
             (model.visible_bias, result.visible_bias),
