@@ -117,11 +117,6 @@ def _site_view(model: RBM | SpinRBM | PottsRBM, *, detach: bool) -> tuple[Tensor
     )
 
 
-def _energy_rows(model: RBM | SpinRBM | PottsRBM, v: Tensor) -> Tensor:
-    """What the energy reads of visible rows: the spins ``2v − 1`` of a spin RBM, else ``v``."""
-    return model.visible_values(v) if isinstance(model, SpinRBM) else v
-
-
 def _state_indices(model: RBM | SpinRBM | PottsRBM, v: Tensor) -> Tensor:
     """Each site's state, ``(n, L)`` int64, from visible rows ``(n, n_visible)``."""
     return model.to_indices(v) if isinstance(model, PottsRBM) else v.to(torch.int64)
@@ -154,7 +149,7 @@ def site_log_conditionals(model: RBM | SpinRBM | PottsRBM, v: Tensor) -> Tensor:
     n_sites, n_states, n_hidden = weights3.shape
     indices = _state_indices(model, v)
     n = v.shape[0]
-    preactivation = torch.addmm(model.hidden_bias, _energy_rows(model, v), model.weights)
+    preactivation = torch.addmm(model.hidden_bias, model.visible_values(v), model.weights)
     chunk = _chunk_sites(n, n_states, n_hidden)
     parts = []
     for start in range(0, n_sites, chunk):
@@ -192,7 +187,7 @@ def pseudo_likelihood_gradient(model: RBM | SpinRBM | PottsRBM, v: Tensor) -> Ps
     n_sites, n_states, n_hidden = weights3.shape
     indices = _state_indices(model, v)
     n = v.shape[0]
-    rows = _energy_rows(model, v)
+    rows = model.visible_values(v)
     preactivation = gemm.addmm(model.hidden_bias.detach(), rows, model.weights.detach())
     grad_weights3 = torch.zeros_like(weights3)
     grad_fields = torch.zeros_like(fields)

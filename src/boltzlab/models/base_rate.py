@@ -171,6 +171,12 @@ class BaseRateModel(UniformHiddenBase):
         self.base_fitted = True
         return self
 
+    @staticmethod
+    def visible_values(v: Tensor) -> Tensor:
+        """What the energy reads of visible rows as chains hold them: ``v`` itself for 0/1 and
+        one-hot units; ``2v − 1`` for ±1 spins (:class:`~boltzlab.models.spin.SpinVisible`)."""
+        return v
+
     def set_uniform_base(self) -> Self:
         """Use the uniform base (plain energy scaling); returns ``self``."""
         with torch.no_grad():

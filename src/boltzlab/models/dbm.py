@@ -222,12 +222,6 @@ class DBM(BaseRateModel, ModelFile, nn.Module):
         return f"layer_sizes={list(self.layer_sizes)}, dtype={self.dtype}, base={base}"
 
     # ------------------------------------------------------------------ parameters
-    @staticmethod
-    def visible_values(v: Tensor) -> Tensor:
-        """What the energy reads of visible rows as chains hold them: ``v`` itself for 0/1 units
-        (a DBM with ±1 visible units reads ``2v − 1``, :class:`~boltzlab.models.spin_dbm.SpinDBM`)."""
-        return v
-
     def _parameters64(self) -> DBMParameters64:
         return DBMParameters64(
             weights=tuple(matrix.detach().to(torch.float64) for matrix in self.weights),

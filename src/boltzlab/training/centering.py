@@ -40,7 +40,6 @@ from boltzlab.errors import ValidationError
 from boltzlab.models.dbm import DBM
 from boltzlab.models.potts_rbm import PottsRBM
 from boltzlab.models.rbm import RBM
-from boltzlab.models.spin import SpinVisible
 from boltzlab.models.spin_rbm import SpinRBM
 
 __all__ = [
@@ -119,9 +118,7 @@ class Centering:
         them); the mean is of what the energy reads: the spins ``2v − 1`` of a spin visible layer.
         """
         _, biases = _couplings(model)
-        data64 = data.to(torch.float64)
-        if isinstance(model, SpinVisible):
-            data64 = model.visible_values(data64)
+        data64 = model.visible_values(data.to(torch.float64))
         if sample_weights is None:
             mean = data64.mean(0)
         else:
